@@ -1,0 +1,61 @@
+// flexkit: the command-line face of the library.
+#include <cstdio>
+#include <exception>
+#include <string_view>
+
+#include "commands.hpp"
+#include "flexkit/version.hpp"
+
+namespace {
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(const flexkit::cli::Args&);
+};
+
+constexpr Command kCommands[] = {
+    {"info", "devices found, CUDA and NVRTC versions, the kernel cache directory",
+     flexkit::cli::info_command},
+    {"demo", "a short tour of arrays, views, flex16 and .npy files (cpu, and cuda when present)",
+     flexkit::cli::demo_command},
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out, "usage: flexkit <command> [options]\n\ncommands:\n");
+  for (const Command& c : kCommands)
+    std::fprintf(out, "  %-6.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+                 static_cast<int>(c.summary.size()), c.summary.data());
+  std::fprintf(out, "\n  flexkit --version | --help\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string_view name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    usage(stdout);
+    return 0;
+  }
+  if (name == "--version") {
+    std::printf("flexkit %.*s\n", static_cast<int>(flexkit::kVersion.size()),
+                flexkit::kVersion.data());
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (c.name != name) continue;
+    try {
+      return c.run(flexkit::cli::Args(argv + 2, argv + argc));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "flexkit %s: error: %s\n", argv[1], e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "flexkit: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

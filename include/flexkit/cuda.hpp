@@ -1,0 +1,82 @@
+// The CUDA runtime as flexkit sees it: devices, streams and the caching allocator.
+// Every function works in a build without CUDA or on a machine without a GPU: device_count()
+// is then 0 and anything needing a device throws UnsupportedError or DeviceError.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace flexkit::cuda {
+
+// True when this build contains the CUDA backend.
+bool built_with_cuda();
+// Number of usable devices; 0 without a driver or GPU (never throws).
+int device_count();
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_major = 0, compute_minor = 0;
+  std::size_t total_memory = 0;
+  int multiprocessors = 0;
+  std::size_t l2_bytes = 0;
+};
+DeviceInfo device_info(int device);
+
+struct Versions {
+  int runtime = 0;  // e.g. 13000
+  int driver = 0;   // 0 without a driver
+  int nvrtc_major = 0, nvrtc_minor = 0;
+};
+Versions versions();
+
+// A CUDA stream on one device. Work flexkit enqueues for a device goes to that device's current
+// stream: the per-thread default stream unless a StreamGuard says otherwise.
+class Stream {
+ public:
+  explicit Stream(int device);
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&&) = delete;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void synchronize() const;
+  int device() const { return device_; }
+  void* handle() const { return handle_; }  // a cudaStream_t
+
+ private:
+  int device_;
+  void* handle_;
+};
+
+// Makes `stream` current for its device on this thread until the guard is destroyed.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int device_;
+  void* previous_;
+};
+
+void* current_stream(int device);  // a cudaStream_t
+void synchronize(int device);
+
+// The caching allocator: freed blocks go back to a pool per (device, stream, size class) and
+// are handed out again without calling cudaMalloc.
+struct AllocatorStats {
+  std::size_t in_use_bytes = 0;  // held by live allocations (size-class rounded)
+  std::size_t cached_bytes = 0;  // free blocks kept for reuse
+  std::uint64_t device_allocations = 0;  // cudaMalloc calls that succeeded
+  std::uint64_t cache_hits = 0;          // requests served from the pool
+};
+AllocatorStats allocator_stats(int device);
+// Returns every cached free block to the driver (all devices).
+void empty_cache();
+// The size class a request of `bytes` is rounded up to.
+std::size_t allocation_size_class(std::size_t bytes);
+
+}  // namespace flexkit::cuda

@@ -1,0 +1,38 @@
+// Run-time compilation of CUDA C++ (NVRTC) against the embedded device headers, and loading
+// the result as a module whose kernels can be launched.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flexkit::backend::cuda {
+
+// The NVRTC target for a device: "sm_90a" on Hopper (wgmma needs the arch-specific target),
+// "sm_XY" otherwise.
+std::string rtc_arch_for(int compute_major, int compute_minor);
+
+// Compiles `source` to a cubin for `arch`. Sources may include any embedded header
+// (flexkit/rtc_prelude.cuh and flexkit/portable/*). On failure throws CompileError carrying the
+// NVRTC log and the path the source was written to.
+std::string compile_cubin(std::string_view program_name, const std::string& source,
+                          const std::string& arch,
+                          const std::vector<std::string>& extra_options = {});
+
+// A loaded cubin on one device.
+class RtcModule {
+ public:
+  RtcModule(int device, const std::string& cubin);
+  ~RtcModule();
+  RtcModule(const RtcModule&) = delete;
+  RtcModule& operator=(const RtcModule&) = delete;
+
+  // Launches the extern "C" kernel `name` on the device's current stream.
+  void launch(const char* name, unsigned grid, unsigned block, void** args,
+              unsigned shared_bytes = 0) const;
+
+ private:
+  int device_;
+  void* library_;  // cudaLibrary_t
+};
+
+}  // namespace flexkit::backend::cuda

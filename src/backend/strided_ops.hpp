@@ -1,0 +1,43 @@
+// The element-moving primitives every backend provides for arrays: strided copy (with flex16
+// re-scaling) and fill. Operands share one shape; strides may differ (and be 0 on the source).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "flexkit/device.hpp"
+#include "flexkit/flex16.hpp"
+#include "flexkit/portable/strided_layout.hpp"
+
+namespace flexkit::backend {
+
+using portable::StridedLayout;
+
+struct StridedDst {
+  StridedLayout layout;
+  void* base;  // element 0 of the storage slice the layout indexes from
+};
+struct StridedSrc {
+  StridedLayout layout;
+  const void* base;
+};
+
+namespace cpu {
+void copy(const StridedDst& dst, const StridedSrc& src, std::size_t elem_size);
+// int16 mantissas re-expressed from src_iwl to dst_iwl; returns the write's statistics.
+Flex16Stats flex16_copy(const StridedDst& dst, const StridedSrc& src, int src_iwl, int dst_iwl);
+// Every element set to the low elem_size bytes of pattern.
+void fill(const StridedDst& dst, std::uint64_t pattern, std::size_t elem_size);
+}  // namespace cpu
+
+namespace cuda {
+// All enqueue on the current stream of `device`; flex16_copy waits for its statistics.
+void copy(int device, const StridedDst& dst, const StridedSrc& src, std::size_t elem_size);
+Flex16Stats flex16_copy(int device, const StridedDst& dst, const StridedSrc& src, int src_iwl,
+                        int dst_iwl);
+void fill(int device, const StridedDst& dst, std::uint64_t pattern, std::size_t elem_size);
+// Contiguous bytes between any two places (cpu or cuda); returns when the host side is safe.
+void memcpy_bytes(Device dst_device, void* dst, Device src_device, const void* src,
+                  std::size_t bytes);
+}  // namespace cuda
+
+}  // namespace flexkit::backend
