@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU machine's one command: configure and build with the CUDA backend, run the cuda (and
+# cpu) tests, then the benchmarks beside their peers, and print a short table last.
+# Usage: bench/gpu.sh            (BUILD_DIR=build-gpu by default; logs go to $OUT if set)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build-gpu}
+logs=${OUT:-$build/logs}
+mkdir -p "$logs"
+jobs=$(nproc)
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "configure + build ($jobs jobs)"
+start=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$logs/configure.log" 2>&1 \
+  || { cat "$logs/configure.log"; exit 1; }
+cmake --build "$build" -j "$jobs" >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
+echo "built in $(( $(date +%s) - start )) s"
+
+step "flexkit info"
+"$build/apps/flexkit/flexkit" info | tee "$logs/info.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+
+status=0
+step "tests: cuda"
+ctest --test-dir "$build" -L cuda --output-on-failure 2>&1 | tee "$logs/ctest-cuda.log" || status=1
+step "tests: cpu"
+ctest --test-dir "$build" -L cpu --output-on-failure 2>&1 | tee "$logs/ctest-cpu.log" || status=1
+
+step "benchmarks"
+"$build/bench/bench_copy" 2>&1 | tee "$logs/bench_copy.md" || status=1
+
+step "summary"
+for label in cuda cpu; do
+  printf '%-5s tests: %s\n' "$label" "$(grep -E 'tests passed' "$logs/ctest-$label.log" || echo 'no result')"
+done
+grep -E '^\|' "$logs/bench_copy.md" || true
+exit $status

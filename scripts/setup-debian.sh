@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what flexkit needs to build and test on Debian 12 / Ubuntu 24.04 (apt only).
+# A CUDA toolkit (nvcc) is used when present at /usr/local/cuda or on PATH; without one the CPU
+# backend is built alone.
+set -euo pipefail
+packages=(build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev
+          python3 python3-numpy clang-format)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: CUDA toolkit found; the CUDA backend will be built"
+else
+  echo "setup: no CUDA toolkit; building the CPU backend only"
+fi
