@@ -62,9 +62,8 @@ int main() {
   Array b = Array::empty({n, n}, DType::f32, gpu);
   const double bytes = 2.0 * static_cast<double>(a.nbytes());  // read + write
 
-  double raw = median_ms([&] {
-    cudaMemcpyAsync(b.data(), a.data(), a.nbytes(), cudaMemcpyDeviceToDevice, nullptr);
-  });
+  double raw = median_ms(
+      [&] { cudaMemcpyAsync(b.data(), a.data(), a.nbytes(), cudaMemcpyDeviceToDevice, nullptr); });
   double assign = median_ms([&] { b.assign(a); });
   Array at = a.T();
   double transpose = median_ms([&] { b.assign(at); });

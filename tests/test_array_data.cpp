@@ -19,10 +19,14 @@ std::vector<T> random_values(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
   std::vector<T> v(n);
   for (auto& x : v) {
-    if constexpr (std::is_same_v<T, float>) x = std::uniform_real_distribution<float>(-1e3f, 1e3f)(rng);
-    else if constexpr (std::is_same_v<T, double>) x = std::uniform_real_distribution<double>(-1, 1)(rng);
-    else if constexpr (std::is_same_v<T, BF16>) x = BF16{static_cast<std::uint16_t>(rng())};
-    else x = static_cast<T>(rng());
+    if constexpr (std::is_same_v<T, float>)
+      x = std::uniform_real_distribution<float>(-1e3f, 1e3f)(rng);
+    else if constexpr (std::is_same_v<T, double>)
+      x = std::uniform_real_distribution<double>(-1, 1)(rng);
+    else if constexpr (std::is_same_v<T, BF16>)
+      x = BF16{static_cast<std::uint16_t>(rng())};
+    else
+      x = static_cast<T>(rng());
   }
   return v;
 }
@@ -145,12 +149,14 @@ TEST(ArrayData, Flex16AssignRescalesBetweenExponents) {
   Array dst = Array::zeros({5}, DType::flex16, device());
   dst.set_iwl(0);  // range [-1, 1): 1.0 and beyond saturate, -1.0 fits
   dst.assign(src);
-  EXPECT_EQ(dst.to_vector<std::int16_t>(), (std::vector<std::int16_t>{32767, -32768, 6, 32767, -32768}));
+  EXPECT_EQ(dst.to_vector<std::int16_t>(),
+            (std::vector<std::int16_t>{32767, -32768, 6, 32767, -32768}));
   EXPECT_EQ(dst.stats().saturated, 3u);
   Array wide = Array::zeros({5}, DType::flex16, device());
   wide.set_iwl(3);  // two bits coarser: m = 3 becomes 0.75, which rounds to 1
   wide.assign(src);
-  EXPECT_EQ(wide.to_vector<std::int16_t>(), (std::vector<std::int16_t>{4096, -4096, 1, 8192, -8192}));
+  EXPECT_EQ(wide.to_vector<std::int16_t>(),
+            (std::vector<std::int16_t>{4096, -4096, 1, 8192, -8192}));
   EXPECT_EQ(wide.stats().saturated, 0u);
   EXPECT_EQ(wide.stats().max_abs_m, 8192);
 }

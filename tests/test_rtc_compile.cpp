@@ -43,7 +43,8 @@ FLEXKIT_KERNEL void encode(const float* x, short* m, int n, int iwl) {
   std::string cubin = compile_cubin("encode_test", source, "sm_90a");
   std::filesystem::current_path(cwd);
   ASSERT_GT(cubin.size(), 4u);
-  EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f" "ELF"));
+  EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f"
+                                            "ELF"));
   EXPECT_EQ(backend::cuda::rtc_arch_for(9, 0), "sm_90a");
   EXPECT_EQ(backend::cuda::rtc_arch_for(8, 6), "sm_86");
 }

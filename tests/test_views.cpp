@@ -57,7 +57,8 @@ RefView ref_select(const RefView& v, const std::vector<std::vector<std::int64_t>
     if (p.empty()) return out;
   for (;;) {
     std::int64_t linear = 0;
-    for (std::size_t d = 0; d < picks.size(); ++d) linear = linear * v.shape[d] + picks[d][counter[d]];
+    for (std::size_t d = 0; d < picks.size(); ++d)
+      linear = linear * v.shape[d] + picks[d][counter[d]];
     out.flat.push_back(v.flat[static_cast<std::size_t>(linear)]);
     std::size_t d = picks.size();
     while (d > 0) {
@@ -236,8 +237,7 @@ TEST(Views, AssignBroadcastsAndHandlesOverlap) {
   Array a = arange_on_device({3, 4});
   Array row = Array::from_vector(std::vector<float>{10, 20, 30, 40}, {4}, device());
   a.index("1:").assign(row);
-  EXPECT_EQ(a.to_doubles(),
-            (std::vector<double>{0, 1, 2, 3, 10, 20, 30, 40, 10, 20, 30, 40}));
+  EXPECT_EQ(a.to_doubles(), (std::vector<double>{0, 1, 2, 3, 10, 20, 30, 40, 10, 20, 30, 40}));
   // Overlapping source and destination: a[1:] = a[:-1] must read the old values.
   Array b = arange_on_device({5});
   b.index("1:").assign(b.index(":-1"));

@@ -46,18 +46,18 @@ int demo_command(const Args& args) {
     return 2;
   }
   tour(Device::cpu());
-  if (cuda::device_count() > 0) tour(Device::cuda(0));
-  else std::printf("(no CUDA device here: the cuda tour is skipped)\n\n");
+  if (cuda::device_count() > 0)
+    tour(Device::cuda(0));
+  else
+    std::printf("(no CUDA device here: the cuda tour is skipped)\n\n");
 
   auto dir = std::filesystem::temp_directory_path() / "flexkit-demo";
   std::filesystem::create_directories(dir);
-  Array w = Array::from_floats(std::vector<float>{0.1f, -0.7f, 0.33f, 0.9f}, {2, 2},
-                               DType::flex16);
+  Array w = Array::from_floats(std::vector<float>{0.1f, -0.7f, 0.33f, 0.9f}, {2, 2}, DType::flex16);
   save_npy(dir / "w.npy", w);
   Array r = load_npy(dir / "w.npy");
-  std::printf("== .npy ==\nsaved and reloaded %s (iwl in %s):\n%s\n",
-              r.describe().c_str(), flex16_sidecar_path(dir / "w.npy").string().c_str(),
-              r.str().c_str());
+  std::printf("== .npy ==\nsaved and reloaded %s (iwl in %s):\n%s\n", r.describe().c_str(),
+              flex16_sidecar_path(dir / "w.npy").string().c_str(), r.str().c_str());
   return 0;
 }
 

@@ -68,8 +68,8 @@ void synchronize(int device);
 // The caching allocator: freed blocks go back to a pool per (device, stream, size class) and
 // are handed out again without calling cudaMalloc.
 struct AllocatorStats {
-  std::size_t in_use_bytes = 0;  // held by live allocations (size-class rounded)
-  std::size_t cached_bytes = 0;  // free blocks kept for reuse
+  std::size_t in_use_bytes = 0;          // held by live allocations (size-class rounded)
+  std::size_t cached_bytes = 0;          // free blocks kept for reuse
   std::uint64_t device_allocations = 0;  // cudaMalloc calls that succeeded
   std::uint64_t cache_hits = 0;          // requests served from the pool
 };

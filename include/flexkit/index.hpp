@@ -34,8 +34,7 @@ class Index {
  public:
   using Entry = std::variant<std::int64_t, Slice, EllipsisIndex, NewAxisIndex>;
   template <class I>
-    requires std::is_integral_v<I>
-  Index(I i) : entry_(static_cast<std::int64_t>(i)) {}
+  requires std::is_integral_v<I> Index(I i) : entry_(static_cast<std::int64_t>(i)) {}
   Index(Slice s) : entry_(s) {}
   Index(EllipsisIndex e) : entry_(e) {}
   Index(NewAxisIndex n) : entry_(n) {}

@@ -16,35 +16,63 @@ namespace {
 
 namespace flexkit::cuda {
 
-bool built_with_cuda() { return false; }
-int device_count() { return 0; }
-DeviceInfo device_info(int) { unavailable("device_info"); }
-Versions versions() { return {}; }
-Stream::Stream(int device) : device_(device), handle_(nullptr) { unavailable("Stream"); }
+bool built_with_cuda() {
+  return false;
+}
+int device_count() {
+  return 0;
+}
+DeviceInfo device_info(int) {
+  unavailable("device_info");
+}
+Versions versions() {
+  return {};
+}
+Stream::Stream(int device) : device_(device), handle_(nullptr) {
+  unavailable("Stream");
+}
 Stream::Stream(Stream&& other) noexcept : device_(other.device_), handle_(other.handle_) {}
 Stream::~Stream() = default;
-void Stream::synchronize() const { unavailable("Stream::synchronize"); }
+void Stream::synchronize() const {
+  unavailable("Stream::synchronize");
+}
 StreamGuard::StreamGuard(const Stream&) : device_(0), previous_(nullptr) {
   unavailable("StreamGuard");
 }
 StreamGuard::~StreamGuard() = default;
-void* current_stream(int) { unavailable("current_stream"); }
-void synchronize(int) { unavailable("synchronize"); }
-AllocatorStats allocator_stats(int) { return {}; }
+void* current_stream(int) {
+  unavailable("current_stream");
+}
+void synchronize(int) {
+  unavailable("synchronize");
+}
+AllocatorStats allocator_stats(int) {
+  return {};
+}
 void empty_cache() {}
-std::size_t allocation_size_class(std::size_t bytes) { return bytes; }
+std::size_t allocation_size_class(std::size_t bytes) {
+  return bytes;
+}
 
 }  // namespace flexkit::cuda
 
 namespace flexkit::backend::cuda {
 
-void* allocate(int, std::size_t) { unavailable("allocate on cuda"); }
+void* allocate(int, std::size_t) {
+  unavailable("allocate on cuda");
+}
 void deallocate(int, void*) noexcept {}
-void copy(int, const StridedDst&, const StridedSrc&, std::size_t) { unavailable("copy"); }
+void copy(int, const StridedDst&, const StridedSrc&, std::size_t) {
+  unavailable("copy");
+}
 Flex16Stats flex16_copy(int, const StridedDst&, const StridedSrc&, int, int) {
   unavailable("flex16 copy");
 }
-void fill(int, const StridedDst&, std::uint64_t, std::size_t) { unavailable("fill"); }
-void memcpy_bytes(Device, void*, Device, const void*, std::size_t) { unavailable("memcpy"); }
+void fill(int, const StridedDst&, std::uint64_t, std::size_t) {
+  unavailable("fill");
+}
+void memcpy_bytes(Device, void*, Device, const void*, std::size_t) {
+  unavailable("memcpy");
+}
 
 }  // namespace flexkit::backend::cuda

@@ -37,7 +37,9 @@ Device Array::device() const {
   return storage_->device();
 }
 
-std::int64_t Array::size() const { return shape_numel(shape_); }
+std::int64_t Array::size() const {
+  return shape_numel(shape_);
+}
 
 std::int64_t Array::dim(int axis) const {
   int r = rank();
@@ -121,8 +123,8 @@ void check_shape(const Shape& shape, const char* operation) {
 
 void check_device(DType dtype, Device device, const char* operation) {
   if (dtype == DType::f64 && device.is_cuda())
-    throw DTypeError(cat(operation, ": f64 arrays live on the cpu only (asked for ",
-                         device.str(), ")"));
+    throw DTypeError(
+        cat(operation, ": f64 arrays live on the cpu only (asked for ", device.str(), ")"));
 }
 
 }  // namespace
@@ -131,8 +133,8 @@ Array Array::empty(const Shape& shape, DType dtype, Device device) {
   check_shape(shape, "empty");
   check_device(dtype, device, "empty");
   std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * itemsize(dtype);
-  return Array(detail::Storage::allocate(bytes, device), dtype, shape, contiguous_strides(shape),
-               0, true);
+  return Array(detail::Storage::allocate(bytes, device), dtype, shape, contiguous_strides(shape), 0,
+               true);
 }
 
 Array Array::zeros(const Shape& shape, DType dtype, Device device) {

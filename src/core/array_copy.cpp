@@ -16,38 +16,58 @@ namespace {
 
 template <class T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::f32;
-  else if constexpr (std::is_same_v<T, double>) return DType::f64;
-  else if constexpr (std::is_same_v<T, std::int16_t>) return DType::flex16;
-  else if constexpr (std::is_same_v<T, BF16>) return DType::bf16;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return DType::u8;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return DType::i32;
-  else static_assert(sizeof(T) == 0, "no dtype holds this host type");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::f64;
+  else if constexpr (std::is_same_v<T, std::int16_t>)
+    return DType::flex16;
+  else if constexpr (std::is_same_v<T, BF16>)
+    return DType::bf16;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return DType::u8;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return DType::i32;
+  else
+    static_assert(sizeof(T) == 0, "no dtype holds this host type");
 }
 
 template <class T>
 constexpr const char* host_type_name() {
-  if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
-  else if constexpr (std::is_same_v<T, std::int16_t>) return "int16_t";
-  else if constexpr (std::is_same_v<T, BF16>) return "BF16";
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return "uint8_t";
-  else return "int32_t";
+  if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, double>)
+    return "double";
+  else if constexpr (std::is_same_v<T, std::int16_t>)
+    return "int16_t";
+  else if constexpr (std::is_same_v<T, BF16>)
+    return "BF16";
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return "uint8_t";
+  else
+    return "int32_t";
 }
 
 void copy_bytes(Device dst_device, void* dst, Device src_device, const void* src,
                 std::size_t bytes) {
   if (bytes == 0) return;
-  if (dst_device.is_cpu() && src_device.is_cpu()) std::memcpy(dst, src, bytes);
-  else backend::cuda::memcpy_bytes(dst_device, dst, src_device, src, bytes);
+  if (dst_device.is_cpu() && src_device.is_cpu())
+    std::memcpy(dst, src, bytes);
+  else
+    backend::cuda::memcpy_bytes(dst_device, dst, src_device, src, bytes);
 }
 
-backend::StridedDst dst_of(const Array& a) { return {ArrayAccess::layout(a), a.data()}; }
-backend::StridedSrc src_of(const Array& a) { return {ArrayAccess::layout(a), a.data()}; }
+backend::StridedDst dst_of(const Array& a) {
+  return {ArrayAccess::layout(a), a.data()};
+}
+backend::StridedSrc src_of(const Array& a) {
+  return {ArrayAccess::layout(a), a.data()};
+}
 
 Flex16Stats max_abs_stats(const std::int16_t* m, std::size_t n) {
   Flex16Stats s{};
-  for (std::size_t i = 0; i < n; ++i) s.max_abs_m = std::max<int32_t>(s.max_abs_m, std::abs(int32_t{m[i]}));
+  for (std::size_t i = 0; i < n; ++i)
+    s.max_abs_m = std::max<int32_t>(s.max_abs_m, std::abs(int32_t{m[i]}));
   return s;
 }
 
@@ -92,8 +112,17 @@ void Array::assign(const Array& source) {
     throw ShapeError(cat("assign: source ", source.describe(), " does not broadcast to ",
                          "destination ", describe()));
   Array src = source;
-  if (src.device() != device()) src = src.copy_to(device());
-  else if (shares_storage(src)) src = src.clone();  // overlapping views: read a snapshot
+  // Between devices, contiguous same-shape operands move in one transfer, with no staging copy
+  // (flex16 goes through its kernel, which records the write's statistics).
+  if (src.device() != device() && dtype_ != DType::flex16 && src.shape_ == shape_ &&
+      src.is_contiguous() && is_contiguous()) {
+    copy_bytes(device(), data(), src.device(), src.data(), nbytes());
+    return;
+  }
+  if (src.device() != device())
+    src = src.copy_to(device());
+  else if (shares_storage(src))
+    src = src.clone();  // overlapping views: read a snapshot
   src = src.broadcast_to(shape_);
   if (size() == 0) {
     if (dtype_ == DType::flex16) storage_->stats = {};
@@ -120,8 +149,10 @@ void Array::fill(double value) {
   std::uint64_t bits =
       detail::value_bits(value, dtype_, dtype_ == DType::flex16 ? storage_->iwl : 0, &stats);
   if (size() > 0) {
-    if (device().is_cpu()) backend::cpu::fill(dst_of(*this), bits, itemsize(dtype_));
-    else backend::cuda::fill(device().index, dst_of(*this), bits, itemsize(dtype_));
+    if (device().is_cpu())
+      backend::cpu::fill(dst_of(*this), bits, itemsize(dtype_));
+    else
+      backend::cuda::fill(device().index, dst_of(*this), bits, itemsize(dtype_));
   }
   if (dtype_ == DType::flex16) {
     stats.saturated *= static_cast<std::uint64_t>(size());
@@ -180,15 +211,15 @@ std::vector<Element> Array::to_vector() const {
 std::vector<float> Array::to_floats() const {
   require_defined("to_floats");
   Array host = device().is_cpu() ? contiguous() : copy_to(Device::cpu());
-  return detail::decode_host_elements<float>(host.data(), static_cast<std::size_t>(size()),
-                                              dtype_, dtype_ == DType::flex16 ? iwl() : 0);
+  return detail::decode_host_elements<float>(host.data(), static_cast<std::size_t>(size()), dtype_,
+                                             dtype_ == DType::flex16 ? iwl() : 0);
 }
 
 std::vector<double> Array::to_doubles() const {
   require_defined("to_doubles");
   Array host = device().is_cpu() ? contiguous() : copy_to(Device::cpu());
-  return detail::decode_host_elements<double>(host.data(), static_cast<std::size_t>(size()),
-                                               dtype_, dtype_ == DType::flex16 ? iwl() : 0);
+  return detail::decode_host_elements<double>(host.data(), static_cast<std::size_t>(size()), dtype_,
+                                              dtype_ == DType::flex16 ? iwl() : 0);
 }
 
 template <class Element>
@@ -199,8 +230,8 @@ void Array::copy_from(std::span<const Element> data) {
     throw DTypeError(cat("copy_from<", host_type_name<T>(), ">: ", describe(), " holds ",
                          dtype_name(dtype_), ", not ", dtype_name(dtype_of<T>())));
   if (static_cast<std::int64_t>(data.size()) != size())
-    throw ShapeError(cat("copy_from: ", data.size(), " values for ", describe(), " (", size(),
-                         " elements)"));
+    throw ShapeError(
+        cat("copy_from: ", data.size(), " values for ", describe(), " (", size(), " elements)"));
   Array host = empty(shape_, dtype_, Device::cpu());
   if (!data.empty()) std::memcpy(host.data(), data.data(), data.size() * sizeof(T));
   if (dtype_ == DType::flex16) host.storage_->iwl = storage_->iwl;
@@ -210,18 +241,17 @@ void Array::copy_from(std::span<const Element> data) {
 void Array::assign_floats(std::span<const float> data) {
   require_writable("assign_floats");
   if (static_cast<std::int64_t>(data.size()) != size())
-    throw ShapeError(cat("assign_floats: ", data.size(), " values for ", describe(), " (",
-                         size(), " elements)"));
+    throw ShapeError(cat("assign_floats: ", data.size(), " values for ", describe(), " (", size(),
+                         " elements)"));
   Flex16EncodeOptions options;
   if (dtype_ == DType::flex16) options.iwl = storage_->iwl;
-  Array host =
-      detail::array_from_host_values<float>(data, shape_, dtype_, Device::cpu(), options);
+  Array host = detail::array_from_host_values<float>(data, shape_, dtype_, Device::cpu(), options);
   assign(host);
   if (dtype_ == DType::flex16) storage_->stats = host.storage_->stats;
 }
 
-#define FLEXKIT_HOST_IO(E)                                                                   \
-  template std::vector<E> Array::to_vector<E>() const;                                       \
+#define FLEXKIT_HOST_IO(E)                             \
+  template std::vector<E> Array::to_vector<E>() const; \
   template void Array::copy_from<E>(std::span<const E>);
 FLEXKIT_HOST_IO(float)
 FLEXKIT_HOST_IO(double)

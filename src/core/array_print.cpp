@@ -12,13 +12,15 @@ constexpr std::int64_t kEdgeItems = 3;
 
 std::string format_value(double v, DType dtype) {
   char buf[64];
-  if (dtype == DType::u8 || dtype == DType::i32) std::snprintf(buf, sizeof buf, "%.0f", v);
-  else std::snprintf(buf, sizeof buf, "%.9g", v);
+  if (dtype == DType::u8 || dtype == DType::i32)
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
 
-void print_axis(std::string& out, const std::vector<double>& values, const Shape& shape,
-                int axis, std::int64_t base, bool summarise, DType dtype, int indent) {
+void print_axis(std::string& out, const std::vector<double>& values, const Shape& shape, int axis,
+                std::int64_t base, bool summarise, DType dtype, int indent) {
   const int rank = static_cast<int>(shape.size());
   if (rank == 0) {
     out += format_value(values[0], dtype);
@@ -34,8 +36,10 @@ void print_axis(std::string& out, const std::vector<double>& values, const Shape
       i = n - kEdgeItems - 1;
       continue;
     }
-    if (axis + 1 == rank) out += format_value(values[base + i], dtype);
-    else print_axis(out, values, shape, axis + 1, base + i * stride, summarise, dtype, indent + 1);
+    if (axis + 1 == rank)
+      out += format_value(values[base + i], dtype);
+    else
+      print_axis(out, values, shape, axis + 1, base + i * stride, summarise, dtype, indent + 1);
     if (i + 1 < n) out += axis + 1 == rank ? ", " : ",\n" + std::string(indent + 1, ' ');
   }
   out += "]";

@@ -14,8 +14,10 @@ Array Array::index(std::span<const Index> entries) const {
   require_defined("index");
   int consumed = 0, ellipses = 0;
   for (const Index& e : entries) {
-    if (std::holds_alternative<EllipsisIndex>(e.entry())) ++ellipses;
-    else if (!std::holds_alternative<NewAxisIndex>(e.entry())) ++consumed;
+    if (std::holds_alternative<EllipsisIndex>(e.entry()))
+      ++ellipses;
+    else if (!std::holds_alternative<NewAxisIndex>(e.entry()))
+      ++consumed;
   }
   if (ellipses > 1) throw IndexError(cat("index: an index can only have a single ellipsis"));
   if (consumed > rank())
@@ -49,8 +51,8 @@ Array Array::index(std::span<const Index> entries) const {
     } else {
       const Slice& s = std::get<Slice>(entry);
       if (s.step == 0)
-        throw ValueError(cat("index: slice ", to_string(s), " on axis ", axis, " of ",
-                             describe(), " has step zero"));
+        throw ValueError(cat("index: slice ", to_string(s), " on axis ", axis, " of ", describe(),
+                             " has step zero"));
       ResolvedSlice r = resolve_slice(s, shape_[axis]);
       if (r.length > 0) offset += r.start * strides_[axis];
       shape.push_back(r.length);
@@ -60,8 +62,8 @@ Array Array::index(std::span<const Index> entries) const {
   }
   while (axis < rank()) keep_axis(axis++);
   if (shape.size() > static_cast<std::size_t>(kMaxRank))
-    throw IndexError(cat("index: the result would have rank ", shape.size(), "; at most ",
-                         kMaxRank, " is supported"));
+    throw IndexError(cat("index: the result would have rank ", shape.size(), "; at most ", kMaxRank,
+                         " is supported"));
   return Array(storage_, dtype_, std::move(shape), std::move(strides), offset, writable_);
 }
 
@@ -120,8 +122,10 @@ bool reshape_strides(const Shape& old_shape_in, const Strides& old_strides_in,
   while (ni < new_nd && oi < old_nd) {
     std::int64_t np = new_shape[ni], op = old_shape[oi];
     while (np != op) {
-      if (np < op) np *= new_shape[nj++];
-      else op *= old_shape[oj++];
+      if (np < op)
+        np *= new_shape[nj++];
+      else
+        op *= old_shape[oj++];
     }
     for (std::size_t ok = oi; ok + 1 < oj; ++ok)
       if (old_strides[ok] != old_shape[ok + 1] * old_strides[ok + 1]) return false;
@@ -165,8 +169,8 @@ Array Array::reshape(const Shape& requested) const {
   }
   if (shape_numel(shape) != size())
     throw ShapeError(cat("reshape: cannot reshape ", describe(), " (", size(),
-                         " elements) into shape ", shape_str(requested), " (",
-                         shape_numel(shape), " elements)"));
+                         " elements) into shape ", shape_str(requested), " (", shape_numel(shape),
+                         " elements)"));
   Strides strides;
   if (size() == 0) {
     strides = contiguous_strides(shape);
@@ -181,8 +185,8 @@ Array Array::reshape(const Shape& requested) const {
 Array Array::broadcast_to(const Shape& target) const {
   require_defined("broadcast_to");
   if (target.size() < shape_.size() || target.size() > static_cast<std::size_t>(kMaxRank))
-    throw ShapeError(cat("broadcast_to: cannot broadcast ", describe(), " to ",
-                         shape_str(target), " (rank ", rank(), " to rank ", target.size(), ")"));
+    throw ShapeError(cat("broadcast_to: cannot broadcast ", describe(), " to ", shape_str(target),
+                         " (rank ", rank(), " to rank ", target.size(), ")"));
   const std::size_t lead = target.size() - shape_.size();
   Strides strides(target.size(), 0);
   for (std::size_t i = 0; i < target.size(); ++i) {
@@ -190,11 +194,11 @@ Array Array::broadcast_to(const Shape& target) const {
       throw ShapeError(cat("broadcast_to: ", shape_str(target), " has a negative extent"));
     if (i < lead) continue;
     std::int64_t d = shape_[i - lead];
-    if (d == target[i]) strides[i] = strides_[i - lead];
+    if (d == target[i])
+      strides[i] = strides_[i - lead];
     else if (d != 1)
-      throw ShapeError(cat("broadcast_to: cannot broadcast ", describe(), " to ",
-                           shape_str(target), ": axis ", i - lead, " has ", d, ", expected 1 or ",
-                           target[i]));
+      throw ShapeError(cat("broadcast_to: cannot broadcast ", describe(), " to ", shape_str(target),
+                           ": axis ", i - lead, " has ", d, ", expected 1 or ", target[i]));
   }
   return Array(storage_, dtype_, target, std::move(strides), offset_, false);
 }

@@ -14,8 +14,7 @@ Device Device::parse(std::string_view text) {
     std::string_view digits = text.substr(5);
     int index = -1;
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-    if (ec == std::errc() && end == digits.data() + digits.size() && index >= 0)
-      return cuda(index);
+    if (ec == std::errc() && end == digits.data() + digits.size() && index >= 0) return cuda(index);
   }
   throw DeviceError(
       detail::cat("Device::parse: '", text, "' is not a device; expected cpu, cuda or cuda:N"));

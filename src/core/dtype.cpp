@@ -7,24 +7,36 @@ namespace flexkit {
 
 std::size_t itemsize(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::flex16: return 2;
-    case DType::bf16: return 2;
-    case DType::u8: return 1;
-    case DType::i32: return 4;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::flex16:
+      return 2;
+    case DType::bf16:
+      return 2;
+    case DType::u8:
+      return 1;
+    case DType::i32:
+      return 4;
   }
   throw DTypeError("itemsize: unknown dtype value");
 }
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::flex16: return "flex16";
-    case DType::bf16: return "bf16";
-    case DType::u8: return "u8";
-    case DType::i32: return "i32";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::flex16:
+      return "flex16";
+    case DType::bf16:
+      return "bf16";
+    case DType::u8:
+      return "u8";
+    case DType::i32:
+      return "i32";
   }
   return "?";
 }

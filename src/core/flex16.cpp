@@ -38,11 +38,10 @@ Flex16Encoded encode(std::span<const T> x, const Flex16EncodeOptions& options) {
   check_iwl(out.iwl, "flex16_encode");
   out.m.resize(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
-    portable::Flex16Code c =
-        options.rounding == Rounding::stochastic
-            ? portable::flex16_encode_stochastic(static_cast<double>(x[i]), out.iwl,
-                                                 options.seed, i)
-            : portable::flex16_encode(x[i], out.iwl);
+    portable::Flex16Code c = options.rounding == Rounding::stochastic
+                                 ? portable::flex16_encode_stochastic(static_cast<double>(x[i]),
+                                                                      out.iwl, options.seed, i)
+                                 : portable::flex16_encode(x[i], out.iwl);
     out.m[i] = c.m;
     out.stats.saturated += c.saturated;
     out.stats.max_abs_m = std::max<int32_t>(out.stats.max_abs_m, std::abs(int32_t{c.m}));
@@ -58,8 +57,12 @@ void check_iwl(int iwl, const char* operation) {
                                  kFlex16MaxIwl, "]"));
 }
 
-int flex16_choose_iwl(std::span<const float> x) { return choose_iwl(x, "flex16_choose_iwl"); }
-int flex16_choose_iwl(std::span<const double> x) { return choose_iwl(x, "flex16_choose_iwl"); }
+int flex16_choose_iwl(std::span<const float> x) {
+  return choose_iwl(x, "flex16_choose_iwl");
+}
+int flex16_choose_iwl(std::span<const double> x) {
+  return choose_iwl(x, "flex16_choose_iwl");
+}
 
 Flex16Encoded flex16_encode(std::span<const float> x, const Flex16EncodeOptions& options) {
   return encode(x, options);

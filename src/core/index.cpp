@@ -60,8 +60,8 @@ std::optional<std::int64_t> parse_int(std::string_view token, std::string_view w
   std::int64_t v = 0;
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
   if (ec != std::errc() || end != digits.data() + digits.size())
-    throw ValueError(detail::cat("parse_index: '", token, "' in \"", whole,
-                                 "\" is not an integer"));
+    throw ValueError(
+        detail::cat("parse_index: '", token, "' in \"", whole, "\" is not an integer"));
   return v;
 }
 
@@ -90,16 +90,15 @@ std::vector<Index> parse_index(std::string_view text) {
         throw ValueError(detail::cat("parse_index: '", entry, "' has more than two ':'"));
       Slice s;
       s.start = parse_int(entry.substr(0, c1), text);
-      s.stop = parse_int(entry.substr(c1 + 1, c2 == std::string_view::npos
-                                                  ? std::string_view::npos
-                                                  : c2 - c1 - 1),
-                         text);
+      s.stop = parse_int(
+          entry.substr(c1 + 1, c2 == std::string_view::npos ? std::string_view::npos : c2 - c1 - 1),
+          text);
       if (c2 != std::string_view::npos) {
         auto step = parse_int(entry.substr(c2 + 1), text);
         if (step) s.step = *step;
       }
-      if (s.step == 0) throw ValueError(detail::cat("parse_index: slice '", entry,
-                                                    "' has step zero"));
+      if (s.step == 0)
+        throw ValueError(detail::cat("parse_index: slice '", entry, "' has step zero"));
       out.emplace_back(s);
     } else {
       out.emplace_back(*parse_int(entry, text));

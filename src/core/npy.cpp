@@ -31,12 +31,18 @@ struct NpyHeader {
 
 std::string descr_of(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "<f4";
-    case DType::f64: return "<f8";
-    case DType::flex16: return "<i2";
-    case DType::bf16: return "<u2";
-    case DType::u8: return "|u1";
-    case DType::i32: return "<i4";
+    case DType::f32:
+      return "<f4";
+    case DType::f64:
+      return "<f8";
+    case DType::flex16:
+      return "<i2";
+    case DType::bf16:
+      return "<u2";
+    case DType::u8:
+      return "|u1";
+    case DType::i32:
+      return "<i4";
   }
   return "";
 }
@@ -64,9 +70,12 @@ class HeaderParser {
         have_descr = true;
       } else if (key == "fortran_order") {
         skip_space();
-        if (text_.substr(pos_, 4) == "True") h.fortran_order = true, pos_ += 4;
-        else if (text_.substr(pos_, 5) == "False") h.fortran_order = false, pos_ += 5;
-        else fail("'fortran_order' is neither True nor False");
+        if (text_.substr(pos_, 4) == "True")
+          h.fortran_order = true, pos_ += 4;
+        else if (text_.substr(pos_, 5) == "False")
+          h.fortran_order = false, pos_ += 5;
+        else
+          fail("'fortran_order' is neither True nor False");
         have_order = true;
       } else if (key == "shape") {
         h.shape = tuple();
@@ -131,12 +140,18 @@ class HeaderParser {
     if (h.byte_order == '=') h.byte_order = '<';
     if (h.byte_order != '<' && h.byte_order != '>' && h.byte_order != '|')
       fail(cat("dtype '", d, "' has an unknown byte order"));
-    if (kind == "f4") h.dtype = DType::f32;
-    else if (kind == "f8") h.dtype = DType::f64;
-    else if (kind == "i2") h.dtype = DType::flex16;
-    else if (kind == "u2") h.dtype = DType::bf16;
-    else if (kind == "u1") h.dtype = DType::u8;
-    else if (kind == "i4") h.dtype = DType::i32;
+    if (kind == "f4")
+      h.dtype = DType::f32;
+    else if (kind == "f8")
+      h.dtype = DType::f64;
+    else if (kind == "i2")
+      h.dtype = DType::flex16;
+    else if (kind == "u2")
+      h.dtype = DType::bf16;
+    else if (kind == "u1")
+      h.dtype = DType::u8;
+    else if (kind == "i4")
+      h.dtype = DType::i32;
     else
       throw FormatError(cat("load_npy: ", path_.string(), ": dtype '", d,
                             "' is not supported; expected float32 (<f4), float64 (<f8), uint8 "
@@ -162,14 +177,14 @@ int read_sidecar_iwl(const std::filesystem::path& npy_path) {
   int iwl = 0;
   std::string rest;
   if (!(in >> iwl) || (in >> rest))
-    throw FormatError(cat("load_npy: the sidecar ", sidecar.string(),
-                          " should hold one integer (the iwl)"));
+    throw FormatError(
+        cat("load_npy: the sidecar ", sidecar.string(), " should hold one integer (the iwl)"));
   check_iwl(iwl, "load_npy");
   return iwl;
 }
 
-void write_atomically(const std::filesystem::path& path, const std::string& head,
-                      const void* data, std::size_t bytes) {
+void write_atomically(const std::filesystem::path& path, const std::string& head, const void* data,
+                      std::size_t bytes) {
   auto tmp = path;
   tmp += cat(".tmp.", ::getpid());
   {
@@ -188,8 +203,8 @@ void write_atomically(const std::filesystem::path& path, const std::string& head
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp);
-    throw IoError(cat("save_npy: cannot move ", tmp.string(), " to ", path.string(), ": ",
-                      ec.message()));
+    throw IoError(
+        cat("save_npy: cannot move ", tmp.string(), " to ", path.string(), ": ", ec.message()));
   }
 }
 
@@ -235,8 +250,8 @@ Array load_npy(const std::filesystem::path& path, Device device) {
   const std::size_t count = static_cast<std::size_t>(shape_numel(h.shape));
   const std::size_t data_bytes = count * itemsize(h.dtype);
   if (bytes.size() - data_start < data_bytes)
-    throw FormatError(cat("load_npy: ", path.string(), " is truncated: shape ",
-                          shape_str(h.shape), " of ", dtype_name(h.dtype), " needs ", data_bytes,
+    throw FormatError(cat("load_npy: ", path.string(), " is truncated: shape ", shape_str(h.shape),
+                          " of ", dtype_name(h.dtype), " needs ", data_bytes,
                           " bytes of data, the file has ", bytes.size() - data_start));
   int iwl = h.dtype == DType::flex16 ? read_sidecar_iwl(path) : 0;
 
@@ -266,13 +281,12 @@ void save_npy(const std::filesystem::path& path, const Array& array) {
   // Pad with spaces so the data starts on a 64-byte boundary, newline last (as NumPy does).
   std::size_t prefix = kMagicSize + 2 + 2;
   bool v2 = false;
-  std::size_t total = (prefix + dict.size() + 1 + kHeaderAlignment - 1) / kHeaderAlignment *
-                      kHeaderAlignment;
+  std::size_t total =
+      (prefix + dict.size() + 1 + kHeaderAlignment - 1) / kHeaderAlignment * kHeaderAlignment;
   if (total - prefix > 65535) {
     v2 = true;
     prefix += 2;
-    total = (prefix + dict.size() + 1 + kHeaderAlignment - 1) / kHeaderAlignment *
-            kHeaderAlignment;
+    total = (prefix + dict.size() + 1 + kHeaderAlignment - 1) / kHeaderAlignment * kHeaderAlignment;
   }
   std::size_t header_len = total - prefix;
   dict.append(header_len - dict.size() - 1, ' ');

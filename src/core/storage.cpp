@@ -27,16 +27,20 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t bytes, Device device) {
   try {
     return std::shared_ptr<Storage>(new Storage(data, bytes, device));
   } catch (...) {
-    if (device.is_cpu()) std::free(data);
-    else if (data) backend::cuda::deallocate(device.index, data);
+    if (device.is_cpu())
+      std::free(data);
+    else if (data)
+      backend::cuda::deallocate(device.index, data);
     throw;
   }
 }
 
 Storage::~Storage() {
   if (!data_) return;
-  if (device_.is_cpu()) std::free(data_);
-  else backend::cuda::deallocate(device_.index, data_);
+  if (device_.is_cpu())
+    std::free(data_);
+  else
+    backend::cuda::deallocate(device_.index, data_);
 }
 
 }  // namespace flexkit::detail

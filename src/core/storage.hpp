@@ -41,8 +41,7 @@ namespace flexkit {
 struct ArrayAccess {
   static Array make(std::shared_ptr<detail::Storage> storage, DType dtype, Shape shape,
                     Strides strides, std::int64_t offset, bool writable) {
-    return Array(std::move(storage), dtype, std::move(shape), std::move(strides), offset,
-                 writable);
+    return Array(std::move(storage), dtype, std::move(shape), std::move(strides), offset, writable);
   }
   static detail::Storage& storage(const Array& a) { return *a.storage_; }
   static portable::StridedLayout layout(const Array& a);

@@ -12,7 +12,9 @@ namespace flexkit::test {
 namespace {
 Device g_device = Device::cpu();
 }
-Device device() { return g_device; }
+Device device() {
+  return g_device;
+}
 }  // namespace flexkit::test
 
 int main(int argc, char** argv) {

@@ -31,7 +31,9 @@ FLEXKIT_HD double bits_to_double(uint64_t b) {
 
 // 2^k as a float for k in [-126, 127] (every exponent flex16 needs), built from bits so no
 // libm call and no rounding is involved.
-FLEXKIT_HD float pow2f(int k) { return bits_to_float(static_cast<uint32_t>(k + 127) << 23); }
+FLEXKIT_HD float pow2f(int k) {
+  return bits_to_float(static_cast<uint32_t>(k + 127) << 23);
+}
 
 // 2^k as a double for k in [-1022, 1023].
 FLEXKIT_HD double pow2d(int k) {
@@ -63,7 +65,9 @@ FLEXKIT_HD double floor_d(double x) {
 #endif
 }
 
-FLEXKIT_HD bool is_nan(float x) { return x != x; }
+FLEXKIT_HD bool is_nan(float x) {
+  return x != x;
+}
 
 // bfloat16 is the top half of a float32; float -> bf16 rounds half to even and keeps NaN a NaN.
 FLEXKIT_HD uint16_t float_to_bf16_bits(float f) {

@@ -32,6 +32,12 @@ typedef unsigned long long uint64_t;
 #define FLEXKIT_INT_TYPES using namespace flexkit_rtc_types;
 #else
 #include <cstdint>
-#define FLEXKIT_INT_TYPES using std::int16_t; using std::int32_t; using std::int64_t; \
-  using std::uint16_t; using std::uint32_t; using std::uint64_t; using std::uint8_t;
+#define FLEXKIT_INT_TYPES \
+  using std::int16_t;     \
+  using std::int32_t;     \
+  using std::int64_t;     \
+  using std::uint16_t;    \
+  using std::uint32_t;    \
+  using std::uint64_t;    \
+  using std::uint8_t;
 #endif

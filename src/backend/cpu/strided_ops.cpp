@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace flexkit::backend::cpu {
 namespace {
@@ -64,40 +65,61 @@ void fill_typed(const StridedDst& dst, std::uint64_t pattern) {
 
 }  // namespace
 
-void copy(const StridedDst& dst, const StridedSrc& src, std::size_t elem_size) {
+// Fewer, longer axes: longer inner runs and memcpy where both sides are contiguous.
+std::pair<StridedDst, StridedSrc> coalesced(const StridedDst& dst, const StridedSrc& src) {
+  StridedLayout layouts[2] = {dst.layout, src.layout};
+  portable::coalesce_layouts(layouts, 2);
+  return {StridedDst{layouts[0], dst.base}, StridedSrc{layouts[1], src.base}};
+}
+
+void copy(const StridedDst& dst_in, const StridedSrc& src_in, std::size_t elem_size) {
+  auto [dst, src] = coalesced(dst_in, src_in);
   switch (elem_size) {
-    case 1: return copy_typed<std::uint8_t>(dst, src);
-    case 2: return copy_typed<std::uint16_t>(dst, src);
-    case 4: return copy_typed<std::uint32_t>(dst, src);
-    case 8: return copy_typed<std::uint64_t>(dst, src);
-    default: std::abort();  // dtypes have these sizes only
+    case 1:
+      return copy_typed<std::uint8_t>(dst, src);
+    case 2:
+      return copy_typed<std::uint16_t>(dst, src);
+    case 4:
+      return copy_typed<std::uint32_t>(dst, src);
+    case 8:
+      return copy_typed<std::uint64_t>(dst, src);
+    default:
+      std::abort();  // dtypes have these sizes only
   }
 }
 
-Flex16Stats flex16_copy(const StridedDst& dst, const StridedSrc& src, int src_iwl, int dst_iwl) {
+Flex16Stats flex16_copy(const StridedDst& dst_in, const StridedSrc& src_in, int src_iwl,
+                        int dst_iwl) {
+  auto [dst, src] = coalesced(dst_in, src_in);
   Flex16Stats stats{};
   auto* out = static_cast<std::int16_t*>(dst.base);
   const auto* in = static_cast<const std::int16_t*>(src.base);
-  for_each_row(dst.layout, &src.layout,
-               [&](int64_t d0, int64_t s0, int64_t n, int64_t ds, int64_t ss) {
-                 for (int64_t i = 0; i < n; ++i) {
-                   portable::Flex16Code c = portable::flex16_rescale(in[s0 + i * ss], src_iwl,
-                                                                     dst_iwl);
-                   out[d0 + i * ds] = c.m;
-                   stats.saturated += c.saturated;
-                   stats.max_abs_m = std::max<int32_t>(stats.max_abs_m, std::abs(int32_t{c.m}));
-                 }
-               });
+  for_each_row(
+      dst.layout, &src.layout, [&](int64_t d0, int64_t s0, int64_t n, int64_t ds, int64_t ss) {
+        for (int64_t i = 0; i < n; ++i) {
+          portable::Flex16Code c = portable::flex16_rescale(in[s0 + i * ss], src_iwl, dst_iwl);
+          out[d0 + i * ds] = c.m;
+          stats.saturated += c.saturated;
+          stats.max_abs_m = std::max<int32_t>(stats.max_abs_m, std::abs(int32_t{c.m}));
+        }
+      });
   return stats;
 }
 
-void fill(const StridedDst& dst, std::uint64_t pattern, std::size_t elem_size) {
+void fill(const StridedDst& dst_in, std::uint64_t pattern, std::size_t elem_size) {
+  StridedDst dst = dst_in;
+  portable::coalesce_layouts(&dst.layout, 1);
   switch (elem_size) {
-    case 1: return fill_typed<std::uint8_t>(dst, pattern);
-    case 2: return fill_typed<std::uint16_t>(dst, pattern);
-    case 4: return fill_typed<std::uint32_t>(dst, pattern);
-    case 8: return fill_typed<std::uint64_t>(dst, pattern);
-    default: std::abort();
+    case 1:
+      return fill_typed<std::uint8_t>(dst, pattern);
+    case 2:
+      return fill_typed<std::uint16_t>(dst, pattern);
+    case 4:
+      return fill_typed<std::uint32_t>(dst, pattern);
+    case 8:
+      return fill_typed<std::uint64_t>(dst, pattern);
+    default:
+      std::abort();
   }
 }
 

@@ -18,7 +18,7 @@
 namespace flexkit::cuda {
 
 std::size_t allocation_size_class(std::size_t bytes) {
-  constexpr std::size_t kSmallLimit = 1u << 20;   // up to 1 MiB: 512-byte classes
+  constexpr std::size_t kSmallLimit = 1u << 20;  // up to 1 MiB: 512-byte classes
   constexpr std::size_t kSmallGrain = 512;
   constexpr std::size_t kLargeGrain = 2u << 20;  // beyond: 2 MiB classes
   if (bytes == 0) return kSmallGrain;
@@ -75,12 +75,12 @@ class CachingAllocator {
       std::size_t free_bytes = 0, total_bytes = 0;
       cudaMemGetInfo(&free_bytes, &total_bytes);
       cudaGetLastError();
-      throw OutOfMemoryError(cat(
-          "cuda:", device, ": out of memory allocating ", human_bytes(double(bytes)), " (",
-          bytes, " bytes); flexkit holds ", human_bytes(double(pool.stats.in_use_bytes)),
-          " in live arrays and ", human_bytes(double(pool.stats.cached_bytes)),
-          " cached (cached blocks were released before retrying); the device has ",
-          human_bytes(double(free_bytes)), " free of ", human_bytes(double(total_bytes))));
+      throw OutOfMemoryError(
+          cat("cuda:", device, ": out of memory allocating ", human_bytes(double(bytes)), " (",
+              bytes, " bytes); flexkit holds ", human_bytes(double(pool.stats.in_use_bytes)),
+              " in live arrays and ", human_bytes(double(pool.stats.cached_bytes)),
+              " cached (cached blocks were released before retrying); the device has ",
+              human_bytes(double(free_bytes)), " free of ", human_bytes(double(total_bytes))));
     }
     FLEXKIT_CUDA_CHECK(status);
     pool.live[p] = {size_class, stream};
@@ -139,14 +139,22 @@ CachingAllocator& allocator() {
 
 }  // namespace
 
-void* allocate(int device, std::size_t bytes) { return allocator().allocate(device, bytes); }
-void deallocate(int device, void* ptr) noexcept { allocator().deallocate(device, ptr); }
+void* allocate(int device, std::size_t bytes) {
+  return allocator().allocate(device, bytes);
+}
+void deallocate(int device, void* ptr) noexcept {
+  allocator().deallocate(device, ptr);
+}
 
 }  // namespace flexkit::backend::cuda
 
 namespace flexkit::cuda {
 
-AllocatorStats allocator_stats(int device) { return backend::cuda::allocator().stats(device); }
-void empty_cache() { backend::cuda::allocator().empty_cache(); }
+AllocatorStats allocator_stats(int device) {
+  return backend::cuda::allocator().stats(device);
+}
+void empty_cache() {
+  backend::cuda::allocator().empty_cache();
+}
 
 }  // namespace flexkit::cuda

@@ -11,20 +11,20 @@ namespace flexkit::backend::cuda {
 
 }  // namespace flexkit::backend::cuda
 
-#define FLEXKIT_CUDA_CHECK(statement)                                                      \
-  do {                                                                                     \
-    cudaError_t flexkit_status_ = (statement);                                             \
-    if (flexkit_status_ != cudaSuccess)                                                    \
+#define FLEXKIT_CUDA_CHECK(statement)                                                              \
+  do {                                                                                             \
+    cudaError_t flexkit_status_ = (statement);                                                     \
+    if (flexkit_status_ != cudaSuccess)                                                            \
       ::flexkit::backend::cuda::throw_cuda_error(flexkit_status_, #statement, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: a launch error surfaces here, naming the kernel.
-#define FLEXKIT_CUDA_CHECK_LAUNCH(kernel_name)                                             \
-  do {                                                                                     \
-    cudaError_t flexkit_status_ = cudaGetLastError();                                      \
-    if (flexkit_status_ != cudaSuccess)                                                    \
+#define FLEXKIT_CUDA_CHECK_LAUNCH(kernel_name)                                              \
+  do {                                                                                      \
+    cudaError_t flexkit_status_ = cudaGetLastError();                                       \
+    if (flexkit_status_ != cudaSuccess)                                                     \
       ::flexkit::backend::cuda::throw_cuda_error(flexkit_status_, "launch of " kernel_name, \
-                                                 __FILE__, __LINE__);                      \
+                                                 __FILE__, __LINE__);                       \
   } while (0)
 
 namespace flexkit::backend::cuda {

@@ -60,23 +60,23 @@ std::string compile_cubin(std::string_view program_name, const std::string& sour
   }
   Program program;
   std::string name(program_name);
-  check_nvrtc(nvrtcCreateProgram(&program.handle, source.c_str(), (name + ".cu").c_str(),
-                                 static_cast<int>(headers.size()), header_data.data(),
-                                 header_names.data()),
-              "nvrtcCreateProgram");
+  check_nvrtc(
+      nvrtcCreateProgram(&program.handle, source.c_str(), (name + ".cu").c_str(),
+                         static_cast<int>(headers.size()), header_data.data(), header_names.data()),
+      "nvrtcCreateProgram");
   std::vector<std::string> options = {"-arch=" + arch, "-std=c++17"};
   options.insert(options.end(), extra_options.begin(), extra_options.end());
   std::vector<const char*> option_ptrs;
   for (const auto& o : options) option_ptrs.push_back(o.c_str());
-  nvrtcResult result = nvrtcCompileProgram(program.handle, static_cast<int>(option_ptrs.size()),
-                                           option_ptrs.data());
+  nvrtcResult result =
+      nvrtcCompileProgram(program.handle, static_cast<int>(option_ptrs.size()), option_ptrs.data());
   if (result != NVRTC_SUCCESS) {
     std::size_t log_size = 0;
     nvrtcGetProgramLogSize(program.handle, &log_size);
     std::string log(log_size, '\0');
     if (log_size) nvrtcGetProgramLog(program.handle, log.data());
-    throw CompileError(cat("NVRTC could not compile kernel program '", name, "' for ", arch,
-                           " (", nvrtcGetErrorString(result), "); source written to ",
+    throw CompileError(cat("NVRTC could not compile kernel program '", name, "' for ", arch, " (",
+                           nvrtcGetErrorString(result), "); source written to ",
                            dump_failed_source(name, source), "\n", log));
   }
   std::size_t size = 0;
@@ -104,10 +104,9 @@ void RtcModule::launch(const char* name, unsigned grid, unsigned block, void** a
   DeviceGuard guard(device_);
   cudaKernel_t kernel = nullptr;
   FLEXKIT_CUDA_CHECK(cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(library_), name));
-  FLEXKIT_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid),
-                                      dim3(block), args, shared_bytes,
-                                      static_cast<cudaStream_t>(
-                                          flexkit::cuda::current_stream(device_))));
+  FLEXKIT_CUDA_CHECK(cudaLaunchKernel(
+      reinterpret_cast<const void*>(kernel), dim3(grid), dim3(block), args, shared_bytes,
+      static_cast<cudaStream_t>(flexkit::cuda::current_stream(device_))));
 }
 
 }  // namespace flexkit::backend::cuda

@@ -15,8 +15,8 @@ void throw_cuda_error(cudaError_t status, const char* statement, const char* fil
   int device = -1;
   cudaGetDevice(&device);
   cudaGetLastError();  // clear a non-sticky error so the process can continue
-  throw CudaError(detail::cat(cudaGetErrorName(status), " (", cudaGetErrorString(status),
-                              ") in `", statement, "` at ", file, ":", line, " on cuda:", device));
+  throw CudaError(detail::cat(cudaGetErrorName(status), " (", cudaGetErrorString(status), ") in `",
+                              statement, "` at ", file, ":", line, " on cuda:", device));
 }
 
 DeviceGuard::DeviceGuard(int device) {
@@ -44,17 +44,19 @@ thread_local std::array<void*, kMaxDevices> t_current_stream{};  // nullptr: the
 void require_device(int device, const char* operation) {
   int n = device_count();
   if (n == 0)
-    throw DeviceError(cat(operation, ": cuda:", device, " requested but no CUDA device is ",
-                          "available (", built_with_cuda() ? "no GPU or driver found"
-                                                           : "built without CUDA", ")"));
+    throw DeviceError(
+        cat(operation, ": cuda:", device, " requested but no CUDA device is ", "available (",
+            built_with_cuda() ? "no GPU or driver found" : "built without CUDA", ")"));
   if (device < 0 || device >= n || device >= kMaxDevices)
-    throw DeviceError(cat(operation, ": cuda:", device, " does not exist; ", n,
-                          " device(s) found"));
+    throw DeviceError(
+        cat(operation, ": cuda:", device, " does not exist; ", n, " device(s) found"));
 }
 
 }  // namespace
 
-bool built_with_cuda() { return true; }
+bool built_with_cuda() {
+  return true;
+}
 
 int device_count() {
   static const int count = [] {
@@ -119,7 +121,9 @@ StreamGuard::StreamGuard(const Stream& stream)
   t_current_stream[device_] = stream.handle();
 }
 
-StreamGuard::~StreamGuard() { t_current_stream[device_] = previous_; }
+StreamGuard::~StreamGuard() {
+  t_current_stream[device_] = previous_;
+}
 
 void* current_stream(int device) {
   require_device(device, "current_stream");

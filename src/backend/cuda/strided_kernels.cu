@@ -25,12 +25,7 @@ int64_t element_count(const StridedLayout& l) {
 }
 
 bool is_dense(const StridedLayout& l) {
-  int64_t expected = 1;
-  for (int d = l.rank - 1; d >= 0; --d) {
-    if (l.shape[d] != 1 && l.strides[d] != expected) return false;
-    expected *= l.shape[d];
-  }
-  return true;
+  return l.rank == 0 || (l.rank == 1 && l.strides[0] == 1);
 }
 
 unsigned grid_for(int64_t n) {
@@ -41,19 +36,27 @@ cudaStream_t stream_of(int device) {
   return static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
 }
 
-template <class T>
+template <class T, class Index>
 __global__ void strided_copy_kernel(StridedLayout dst, T* out, StridedLayout src, const T* in,
-                                    int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[layout_offset(dst, i)] = in[layout_offset(src, i)];
+                                    Index n) {
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
+       i += Index(gridDim.x) * blockDim.x)
+    out[layout_offset<Index>(dst, i)] = in[layout_offset<Index>(src, i)];
 }
 
-template <class T>
-__global__ void strided_fill_kernel(StridedLayout dst, T* out, T value, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+template <class T, class Index>
+__global__ void strided_fill_kernel(StridedLayout dst, T* out, T value, Index n) {
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
+       i += Index(gridDim.x) * blockDim.x)
+    out[layout_offset<Index>(dst, i)] = value;
+}
+
+// Contiguous fill with 16-byte stores; `vectors` counts uint4s, the tail is done by the host
+// path's scalar kernel.
+__global__ void dense_fill_kernel(uint4* out, uint4 value, int64_t vectors) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[layout_offset(dst, i)] = value;
+    out[i] = value;
 }
 
 struct DeviceFlex16Stats {
@@ -61,15 +64,17 @@ struct DeviceFlex16Stats {
   unsigned long long saturated;
 };
 
+template <class Index>
 __global__ void flex16_copy_kernel(StridedLayout dst, int16_t* out, StridedLayout src,
-                                   const int16_t* in, int64_t n, int src_iwl, int dst_iwl,
+                                   const int16_t* in, Index n, int src_iwl, int dst_iwl,
                                    DeviceFlex16Stats* stats) {
   int local_max = 0;
   unsigned long long local_saturated = 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    portable::Flex16Code c = portable::flex16_rescale(in[layout_offset(src, i)], src_iwl, dst_iwl);
-    out[layout_offset(dst, i)] = c.m;
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
+       i += Index(gridDim.x) * blockDim.x) {
+    portable::Flex16Code c =
+        portable::flex16_rescale(in[layout_offset<Index>(src, i)], src_iwl, dst_iwl);
+    out[layout_offset<Index>(dst, i)] = c.m;
     local_max = max(local_max, abs(int(c.m)));
     local_saturated += c.saturated;
   }
@@ -84,31 +89,88 @@ __global__ void flex16_copy_kernel(StridedLayout dst, int16_t* out, StridedLayou
   }
 }
 
+// 32-bit index arithmetic whenever the element count allows it; below 2^31 so a grid-stride
+// step past the end cannot wrap around.
+bool fits_32(int64_t n) {
+  return n < (int64_t{1} << 31);
+}
+
 template <class T>
-void launch_copy(int device, const StridedDst& dst, const StridedSrc& src) {
-  int64_t n = element_count(dst.layout);
+void launch_copy(int device, const StridedDst& dst_in, const StridedSrc& src_in) {
+  StridedLayout layouts[2] = {dst_in.layout, src_in.layout};
+  portable::coalesce_layouts(layouts, 2);
+  const StridedLayout& dst = layouts[0];
+  const StridedLayout& src = layouts[1];
+  int64_t n = element_count(dst);
   if (n == 0) return;
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  if (is_dense(dst.layout) && is_dense(src.layout)) {
-    FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(dst.base, src.base, size_t(n) * sizeof(T),
-                                       cudaMemcpyDeviceToDevice, stream));
+  auto* out = static_cast<T*>(dst_in.base);
+  const auto* in = static_cast<const T*>(src_in.base);
+  if (is_dense(dst) && is_dense(src)) {
+    FLEXKIT_CUDA_CHECK(
+        cudaMemcpyAsync(out, in, size_t(n) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
     return;
   }
-  strided_copy_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-      dst.layout, static_cast<T*>(dst.base), src.layout, static_cast<const T*>(src.base), n);
+  if (fits_32(n))
+    strided_copy_kernel<T, uint32_t>
+        <<<grid_for(n), kThreads, 0, stream>>>(dst, out, src, in, uint32_t(n));
+  else
+    strided_copy_kernel<T, int64_t><<<grid_for(n), kThreads, 0, stream>>>(dst, out, src, in, n);
   FLEXKIT_CUDA_CHECK_LAUNCH("strided_copy_kernel");
 }
 
 template <class T>
-void launch_fill(int device, const StridedDst& dst, std::uint64_t pattern) {
-  int64_t n = element_count(dst.layout);
+void launch_fill(int device, const StridedDst& dst_in, std::uint64_t pattern) {
+  StridedLayout dst = dst_in.layout;
+  portable::coalesce_layouts(&dst, 1);
+  int64_t n = element_count(dst);
   if (n == 0) return;
   DeviceGuard guard(device);
+  cudaStream_t stream = stream_of(device);
   T value;
   memcpy(&value, &pattern, sizeof(T));
-  strided_fill_kernel<T><<<grid_for(n), kThreads, 0, stream_of(device)>>>(
-      dst.layout, static_cast<T*>(dst.base), value, n);
+  auto* out = static_cast<T*>(dst_in.base);
+  if (is_dense(dst)) {
+    unsigned char bytes[sizeof(T)];
+    memcpy(bytes, &value, sizeof(T));
+    if (std::all_of(bytes, bytes + sizeof(T), [&](unsigned char b) { return b == bytes[0]; })) {
+      FLEXKIT_CUDA_CHECK(cudaMemsetAsync(out, bytes[0], size_t(n) * sizeof(T), stream));
+      return;
+    }
+    // 16-byte stores over the aligned body; the unaligned head and the tail go element-wise.
+    auto address = reinterpret_cast<std::uintptr_t>(out);
+    int64_t head = int64_t((16 - address % 16) % 16) / int64_t(sizeof(T));
+    if (address % sizeof(T) == 0 && head < n) {
+      int64_t vectors = (n - head) * int64_t(sizeof(T)) / 16;
+      if (vectors > 0) {
+        uint4 v;
+        unsigned char* vb = reinterpret_cast<unsigned char*>(&v);
+        for (int k = 0; k < 16; ++k) vb[k] = bytes[k % sizeof(T)];
+        dense_fill_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(
+            reinterpret_cast<uint4*>(out + head), v, vectors);
+        FLEXKIT_CUDA_CHECK_LAUNCH("dense_fill_kernel");
+        int64_t done = head + vectors * 16 / int64_t(sizeof(T));
+        if (head > 0) {
+          StridedLayout h = {1, {head}, {1}};
+          strided_fill_kernel<T, uint32_t>
+              <<<1, kThreads, 0, stream>>>(h, out, value, uint32_t(head));
+        }
+        if (done < n) {
+          StridedLayout t = {1, {n - done}, {1}};
+          strided_fill_kernel<T, uint32_t>
+              <<<1, kThreads, 0, stream>>>(t, out + done, value, uint32_t(n - done));
+        }
+        FLEXKIT_CUDA_CHECK_LAUNCH("strided_fill_kernel");
+        return;
+      }
+    }
+  }
+  if (fits_32(n))
+    strided_fill_kernel<T, uint32_t>
+        <<<grid_for(n), kThreads, 0, stream>>>(dst, out, value, uint32_t(n));
+  else
+    strided_fill_kernel<T, int64_t><<<grid_for(n), kThreads, 0, stream>>>(dst, out, value, n);
   FLEXKIT_CUDA_CHECK_LAUNCH("strided_fill_kernel");
 }
 
@@ -116,25 +178,37 @@ void launch_fill(int device, const StridedDst& dst, std::uint64_t pattern) {
 
 void copy(int device, const StridedDst& dst, const StridedSrc& src, std::size_t elem_size) {
   switch (elem_size) {
-    case 1: return launch_copy<uint8_t>(device, dst, src);
-    case 2: return launch_copy<uint16_t>(device, dst, src);
-    case 4: return launch_copy<uint32_t>(device, dst, src);
-    default: return launch_copy<uint64_t>(device, dst, src);
+    case 1:
+      return launch_copy<uint8_t>(device, dst, src);
+    case 2:
+      return launch_copy<uint16_t>(device, dst, src);
+    case 4:
+      return launch_copy<uint32_t>(device, dst, src);
+    default:
+      return launch_copy<uint64_t>(device, dst, src);
   }
 }
 
 void fill(int device, const StridedDst& dst, std::uint64_t pattern, std::size_t elem_size) {
   switch (elem_size) {
-    case 1: return launch_fill<uint8_t>(device, dst, pattern);
-    case 2: return launch_fill<uint16_t>(device, dst, pattern);
-    case 4: return launch_fill<uint32_t>(device, dst, pattern);
-    default: return launch_fill<uint64_t>(device, dst, pattern);
+    case 1:
+      return launch_fill<uint8_t>(device, dst, pattern);
+    case 2:
+      return launch_fill<uint16_t>(device, dst, pattern);
+    case 4:
+      return launch_fill<uint32_t>(device, dst, pattern);
+    default:
+      return launch_fill<uint64_t>(device, dst, pattern);
   }
 }
 
-Flex16Stats flex16_copy(int device, const StridedDst& dst, const StridedSrc& src, int src_iwl,
+Flex16Stats flex16_copy(int device, const StridedDst& dst_in, const StridedSrc& src_in, int src_iwl,
                         int dst_iwl) {
-  int64_t n = element_count(dst.layout);
+  StridedLayout layouts[2] = {dst_in.layout, src_in.layout};
+  portable::coalesce_layouts(layouts, 2);
+  const StridedLayout& dst = layouts[0];
+  const StridedLayout& src = layouts[1];
+  int64_t n = element_count(dst);
   if (n == 0) return {};
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
@@ -142,12 +216,16 @@ Flex16Stats flex16_copy(int device, const StridedDst& dst, const StridedSrc& src
   DeviceFlex16Stats host{};
   try {
     FLEXKIT_CUDA_CHECK(cudaMemsetAsync(stats, 0, sizeof(DeviceFlex16Stats), stream));
-    flex16_copy_kernel<<<grid_for(n), kThreads, 0, stream>>>(
-        dst.layout, static_cast<int16_t*>(dst.base), src.layout,
-        static_cast<const int16_t*>(src.base), n, src_iwl, dst_iwl, stats);
+    auto* out = static_cast<int16_t*>(dst_in.base);
+    const auto* in = static_cast<const int16_t*>(src_in.base);
+    if (fits_32(n))
+      flex16_copy_kernel<uint32_t><<<grid_for(n), kThreads, 0, stream>>>(
+          dst, out, src, in, uint32_t(n), src_iwl, dst_iwl, stats);
+    else
+      flex16_copy_kernel<int64_t>
+          <<<grid_for(n), kThreads, 0, stream>>>(dst, out, src, in, n, src_iwl, dst_iwl, stats);
     FLEXKIT_CUDA_CHECK_LAUNCH("flex16_copy_kernel");
-    FLEXKIT_CUDA_CHECK(
-        cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDeviceToHost, stream));
+    FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDeviceToHost, stream));
     FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
   } catch (...) {
     deallocate(device, stats);
@@ -167,8 +245,8 @@ void memcpy_bytes(Device dst_device, void* dst, Device src_device, const void* s
     flexkit::cuda::synchronize(src_device.index);  // the source's producers are on its stream
     DeviceGuard guard(dst_device.index);
     cudaStream_t stream = stream_of(dst_device.index);
-    FLEXKIT_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes,
-                                           stream));
+    FLEXKIT_CUDA_CHECK(
+        cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream));
     FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
     return;
   }
