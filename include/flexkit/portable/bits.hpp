@@ -1,6 +1,6 @@
 // Bit-level conversions that read the same on the host, under nvcc and under NVRTC.
 #pragma once
-#include "config.hpp"
+#include "flexkit/portable/config.hpp"
 
 namespace flexkit::portable {
 FLEXKIT_INT_TYPES

@@ -2,7 +2,7 @@
 // Host code, CUDA kernels and NVRTC-compiled kernels all encode through these functions, which
 // is what makes flex16 results bit-identical across backends.
 #pragma once
-#include "bits.hpp"
+#include "flexkit/portable/bits.hpp"
 
 namespace flexkit::portable {
 

@@ -1,6 +1,6 @@
 // A view's shape and strides as one fixed-size POD, passed by value to kernels on every backend.
 #pragma once
-#include "config.hpp"
+#include "flexkit/portable/config.hpp"
 
 namespace flexkit::portable {
 FLEXKIT_INT_TYPES
