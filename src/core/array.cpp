@@ -116,9 +116,14 @@ void check_shape(const Shape& shape, const char* operation) {
   if (shape.size() > static_cast<std::size_t>(kMaxRank))
     throw ShapeError(cat(operation, ": shape ", shape_str(shape), " has rank ", shape.size(),
                          "; at most ", kMaxRank, " is supported"));
-  for (auto d : shape)
+  std::int64_t bytes = 8;  // the widest element: the byte count must fit in 63 bits
+  for (auto d : shape) {
     if (d < 0)
       throw ShapeError(cat(operation, ": shape ", shape_str(shape), " has a negative extent"));
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      throw ShapeError(cat(operation, ": shape ", shape_str(shape),
+                           " has more elements than memory can address"));
+  }
 }
 
 void check_device(DType dtype, Device device, const char* operation) {

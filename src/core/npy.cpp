@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -126,7 +127,12 @@ class HeaderParser {
       std::size_t start = pos_;
       while (std::isdigit(static_cast<unsigned char>(peek()))) ++pos_;
       if (start == pos_) fail(cat("expected a dimension at offset ", pos_));
-      shape.push_back(std::stoll(std::string(text_.substr(start, pos_ - start))));
+      std::int64_t extent = 0;
+      auto digits = text_.substr(start, pos_ - start);
+      auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), extent);
+      if (ec != std::errc() || end != digits.data() + digits.size())
+        fail(cat("dimension ", digits, " does not fit in 64 bits"));
+      shape.push_back(extent);
       skip_space();
       if (peek() == 'L') ++pos_;  // Python 2 longs in old files
       skip_space();
@@ -179,7 +185,9 @@ int read_sidecar_iwl(const std::filesystem::path& npy_path) {
   if (!(in >> iwl) || (in >> rest))
     throw FormatError(
         cat("load_npy: the sidecar ", sidecar.string(), " should hold one integer (the iwl)"));
-  check_iwl(iwl, "load_npy");
+  if (iwl < kFlex16MinIwl || iwl > kFlex16MaxIwl)
+    throw FormatError(cat("load_npy: the sidecar ", sidecar.string(), " holds iwl ", iwl,
+                          ", outside [", kFlex16MinIwl, ", ", kFlex16MaxIwl, "]"));
   return iwl;
 }
 
@@ -217,9 +225,18 @@ std::filesystem::path flex16_sidecar_path(const std::filesystem::path& npy_path)
 }
 
 Array load_npy(const std::filesystem::path& path, Device device) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw IoError(cat("load_npy: ", path.string(), " is a directory, not a .npy file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(cat("load_npy: cannot open ", path.string()));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure& e) {
+    throw IoError(cat("load_npy: reading ", path.string(), " failed: ", e.what()));
+  }
+  if (in.bad()) throw IoError(cat("load_npy: reading ", path.string(), " failed"));
   if (bytes.size() < kMagicSize + 4 || bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0)
     throw FormatError(cat("load_npy: ", path.string(),
                           " is not a .npy file (it does not start with \\x93NUMPY)"));
@@ -247,8 +264,15 @@ Array load_npy(const std::filesystem::path& path, Device device) {
                          " of rank ", h.shape.size(), "; at most ", kMaxRank, " is supported"));
 
   const std::size_t data_start = header_start + header_len;
-  const std::size_t count = static_cast<std::size_t>(shape_numel(h.shape));
-  const std::size_t data_bytes = count * itemsize(h.dtype);
+  // Extents come from the file: multiply with overflow checks before trusting the product.
+  std::size_t count = 1, data_bytes = 0;
+  for (std::int64_t extent : h.shape)
+    if (__builtin_mul_overflow(count, static_cast<std::size_t>(extent), &count))
+      throw FormatError(cat("load_npy: ", path.string(), ": shape ", shape_str(h.shape),
+                            " has more elements than memory can address"));
+  if (__builtin_mul_overflow(count, itemsize(h.dtype), &data_bytes))
+    throw FormatError(cat("load_npy: ", path.string(), ": shape ", shape_str(h.shape),
+                          " needs more bytes than memory can address"));
   if (bytes.size() - data_start < data_bytes)
     throw FormatError(cat("load_npy: ", path.string(), " is truncated: shape ", shape_str(h.shape),
                           " of ", dtype_name(h.dtype), " needs ", data_bytes,
