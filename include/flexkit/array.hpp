@@ -20,11 +20,27 @@ namespace flexkit {
 namespace detail {
 class Storage;
 }
+class Expr;
 
 class Array {
  public:
   // An empty handle; every operation on it except defined() throws.
   Array() = default;
+  Array(const Array&) = default;
+  Array(Array&&) noexcept = default;
+  ~Array() = default;
+
+  // On a named array, `a = b` rebinds the handle (like any C++ value). On a temporary view,
+  // `a.index("1:") = b` writes b's elements through the view, as NumPy's a[1:] = b does.
+  Array& operator=(const Array&) & = default;
+  Array& operator=(Array&&) & noexcept = default;
+  Array& operator=(const Array& source) &&;
+  // Evaluates an expression into the elements this array views (see expr.hpp).
+  Array& operator=(const Expr& e);
+  Array& operator+=(const Expr& e);
+  Array& operator-=(const Expr& e);
+  Array& operator*=(const Expr& e);
+  Array& operator/=(const Expr& e);
 
   // ---- factories -------------------------------------------------------------------------
   // Uninitialised elements (flex16 starts at iwl 0).

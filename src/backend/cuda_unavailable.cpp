@@ -1,6 +1,7 @@
 // The CUDA entry points of a build without a CUDA toolkit: nothing is found, and anything that
 // needs a device says why it cannot run.
 #include "backend/device_memory.hpp"
+#include "backend/expr_backend.hpp"
 #include "backend/strided_ops.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"

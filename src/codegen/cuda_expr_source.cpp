@@ -1,0 +1,1 @@
+// placeholder until the CUDA expression backend lands

@@ -1,0 +1,172 @@
+#include "ir/plan.hpp"
+
+#include <map>
+#include <sstream>
+
+#include "core/storage.hpp"
+#include "core/text.hpp"
+#include "flexkit/error.hpp"
+
+namespace flexkit::ir {
+
+using detail::cat;
+
+namespace {
+
+// Drops leading size-1 axes until `shape` has at most `rank` axes (NumPy assignment rule).
+Shape drop_leading_ones(Shape shape, std::size_t rank) {
+  while (shape.size() > rank && shape.front() == 1) shape.erase(shape.begin());
+  return shape;
+}
+
+// `array` viewed with the iteration shape: leading ones removed, then broadcast.
+Array fit_to(const Array& array, const Shape& shape) {
+  Shape own = drop_leading_ones(array.shape(), shape.size());
+  Array a = own == array.shape() ? array : array.reshape(own);
+  return a.shape() == shape ? a : a.broadcast_to(shape);
+}
+
+bool same_view(const Array& a, const Array& b) {
+  return a.shares_storage(b) && a.dtype() == b.dtype() && a.offset() == b.offset() &&
+         a.shape() == b.shape() && a.strides() == b.strides();
+}
+
+// One program being built, with the values already lowered into it (a subtree used twice is
+// computed once).
+struct ProgramBuilder {
+  Program& program;
+  std::map<const Node*, std::int32_t> values;
+};
+
+class Planner {
+ public:
+  Planner(const Array& out, const AssignOptions& options) : out_(out), options_(options) {}
+
+  Plan plan(const NodePtr& root) {
+    check_devices(root);
+    Shape root_shape = drop_leading_ones(root->shape, out_.shape().size());
+    Shape joint = broadcast_shapes(root_shape, out_.shape(), "assign");
+    if (root_shape.size() > out_.shape().size() || joint != out_.shape())
+      throw ShapeError(cat("assign: the expression's shape ", shape_str(root->shape),
+                           " does not broadcast to the output ", out_.describe()));
+    Stage final_stage;
+    if (op_info(root->op).reduction && root_shape == out_.shape()) {
+      final_stage = reduction_stage(*root, out_.reshape(root->shape));
+    } else {
+      final_stage.body.shape = out_.shape();
+      ProgramBuilder builder{final_stage.body, {}};
+      lower(root, builder);
+      final_stage.target = out_;
+    }
+    final_stage.iwl_policy = options_.iwl_policy;
+    protect_from_aliasing(final_stage);
+    plan_.stages.push_back(std::move(final_stage));
+    return std::move(plan_);
+  }
+
+ private:
+  void check_devices(const NodePtr& node) {
+    if (node->op == Op::operand && node->array.device() != out_.device())
+      throw DeviceError(cat("assign: operand ", node->array.describe(), " is not on ",
+                            out_.device().str(), ", the device of the output ", out_.describe(),
+                            "; copy it with copy_to() first"));
+    for (const NodePtr& a : node->args) check_devices(a);
+  }
+
+  // A reduction node as a stage writing `target` (keep-dims shape of the node).
+  Stage reduction_stage(const Node& node, const Array& target) {
+    Stage s;
+    s.body.shape = node.args[0]->shape;
+    ProgramBuilder builder{s.body, {}};
+    lower(node.args[0], builder);
+    s.reduce = node.op;
+    s.axis = node.axis;
+    s.target = target;
+    return s;
+  }
+
+  std::int32_t emit(Program& p, Instr instr) {
+    p.code.push_back(instr);
+    return static_cast<std::int32_t>(p.code.size() - 1);
+  }
+
+  std::int32_t operand_slot(Program& p, const Array& array) {
+    Array view = fit_to(array, p.shape);
+    for (std::size_t i = 0; i < p.operands.size(); ++i)
+      if (same_view(p.operands[i], view)) return static_cast<std::int32_t>(i);
+    p.operands.push_back(view);
+    return static_cast<std::int32_t>(p.operands.size() - 1);
+  }
+
+  std::int32_t lower(const NodePtr& node, ProgramBuilder& builder) {
+    Program& p = builder.program;
+    if (auto it = builder.values.find(node.get()); it != builder.values.end()) return it->second;
+    std::int32_t v = -1;
+    const OpInfo& info = op_info(node->op);
+    if (node->op == Op::operand) {
+      v = emit(p, {Op::operand, -1, -1, -1, operand_slot(p, node->array)});
+    } else if (node->op == Op::scalar) {
+      p.scalars.push_back(node->value);
+      v = emit(p, {Op::scalar, -1, -1, -1, static_cast<std::int32_t>(p.scalars.size() - 1)});
+    } else if (info.reduction) {
+      // Computed once per assignment into a temporary, then read like any operand.
+      auto found = reductions_.find(node.get());
+      if (found == reductions_.end()) {
+        bool index = node->op == Op::argmax || node->op == Op::argmin;
+        Array temp = Array::empty(node->shape, index ? DType::i32 : DType::f32, out_.device());
+        plan_.stages.push_back(reduction_stage(*node, temp));
+        found = reductions_.emplace(node.get(), temp).first;
+      }
+      v = emit(p, {Op::operand, -1, -1, -1, operand_slot(p, found->second)});
+    } else {
+      std::int32_t args[3] = {-1, -1, -1};
+      for (std::size_t i = 0; i < node->args.size(); ++i) args[i] = lower(node->args[i], builder);
+      v = emit(p, {node->op, args[0], args[1], args[2], -1});
+    }
+    builder.values[node.get()] = v;
+    return v;
+  }
+
+  // The final stage writes `out`: any operand that shares its storage but is not the very
+  // element being written (another offset or layout, or any read by a reduction) is replaced
+  // by a snapshot taken now, before anything is written.
+  void protect_from_aliasing(Stage& s) {
+    for (Array& operand : s.body.operands) {
+      if (!operand.shares_storage(out_)) continue;
+      bool same_element = !s.reduce && same_view(operand, s.target);
+      if (!same_element) operand = operand.clone().broadcast_to(s.body.shape);
+    }
+  }
+
+  Array out_;
+  AssignOptions options_;
+  Plan plan_;
+  std::map<const Node*, Array> reductions_;
+};
+
+}  // namespace
+
+Plan make_plan(const Array& out, const NodePtr& root, const AssignOptions& options) {
+  if (!out.defined()) throw ValueError("assign: the output is an empty array handle");
+  if (!out.writable())
+    throw ValueError(cat("assign: the output ", out.describe(),
+                         " is a read-only view (broadcast_to); write to its source instead"));
+  return Planner(out, options).plan(root);
+}
+
+std::string to_string(const Program& program) {
+  std::ostringstream s;
+  s << "program over " << shape_str(program.shape) << "\n";
+  for (std::size_t i = 0; i < program.code.size(); ++i) {
+    const Instr& in = program.code[i];
+    s << "  v" << i << " = " << op_info(in.op).name;
+    if (in.op == Op::operand) s << " " << program.operands[in.slot].describe();
+    else if (in.op == Op::scalar) s << " " << program.scalars[in.slot];
+    for (std::int32_t a : {in.a, in.b, in.c})
+      if (a >= 0) s << " v" << a;
+    s << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace flexkit::ir
