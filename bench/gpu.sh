@@ -30,10 +30,16 @@ ctest --test-dir "$build" -L cpu --output-on-failure 2>&1 | tee "$logs/ctest-cpu
 
 step "benchmarks"
 "$build/bench/bench_copy" 2>&1 | tee "$logs/bench_copy.md" || status=1
+"$build/bench/bench_expr" 2>&1 | tee "$logs/bench_expr.md" || status=1
+PYTHONUNBUFFERED=1 python3 bench/torch_peers.py 2>&1 | tee "$logs/torch_peers.md" || status=1
+"$build/bench/bench_cpu_expr" 2>&1 | tee "$logs/bench_cpu_expr.md" || status=1
 
 step "summary"
 for label in cuda cpu; do
   printf '%-5s tests: %s\n' "$label" "$(grep -E 'tests passed' "$logs/ctest-$label.log" || echo 'no result')"
 done
-grep -E '^\|' "$logs/bench_copy.md" || true
+for f in bench_copy bench_expr torch_peers bench_cpu_expr; do
+  grep -E '^\|' "$logs/$f.md" || true
+  echo
+done
 exit $status

@@ -84,9 +84,9 @@ std::size_t allocation_size_class(std::size_t bytes);
 // source, options, NVRTC version, architecture and library version, with a checksum verified on
 // load. FLEXKIT_DUMP_KERNELS=<dir> writes every generated source there.
 struct KernelCacheStats {
-  std::uint64_t memory_hits = 0;  // served by a module already loaded in this process
-  std::uint64_t disk_hits = 0;    // loaded from a verified cubin on disk
-  std::uint64_t compiles = 0;     // compiled by NVRTC
+  std::uint64_t memory_hits = 0;    // served by a module already loaded in this process
+  std::uint64_t disk_hits = 0;      // loaded from a verified cubin on disk
+  std::uint64_t compiles = 0;       // compiled by NVRTC
   std::uint64_t corrupt_files = 0;  // cubins on disk that failed verification (then rebuilt)
 };
 KernelCacheStats kernel_cache_stats();

@@ -14,8 +14,10 @@ namespace flexkit {
 namespace {
 
 void run(const ir::Stage& stage) {
-  if (stage.target.device().is_cpu()) backend::cpu::run_stage(stage);
-  else backend::cuda::run_stage(stage);
+  if (stage.target.device().is_cpu())
+    backend::cpu::run_stage(stage);
+  else
+    backend::cuda::run_stage(stage);
 }
 
 // max |value| of what `body` evaluates to (NaN ignored), as a host number.
@@ -102,14 +104,18 @@ Array evaluate(const Expr& e, DType dtype) {
 }
 
 Array& Array::operator=(const Array& source) && {
-  if (source.defined() && defined() && source.dtype() == dtype_) assign(source);
-  else flexkit::assign(*this, Expr(source));
+  if (source.defined() && defined() && source.dtype() == dtype_)
+    assign(source);
+  else
+    flexkit::assign(*this, Expr(source));
   return *this;
 }
 
 Array& Array::operator=(const Expr& e) {
-  if (!defined()) *this = evaluate(e);
-  else flexkit::assign(*this, e);
+  if (!defined())
+    *this = evaluate(e);
+  else
+    flexkit::assign(*this, e);
   return *this;
 }
 

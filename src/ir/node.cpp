@@ -11,16 +11,16 @@ using detail::cat;
 
 const OpInfo& op_info(Op op) {
   static const std::array<OpInfo, 41> kTable = {{
-      {"operand", 0, false}, {"scalar", 0, false},  {"neg", 1, false},    {"abs", 1, false},
-      {"sqr", 1, false},     {"sqrt", 1, false},    {"exp", 1, false},    {"exp2", 1, false},
-      {"log", 1, false},     {"log2", 1, false},    {"sig", 1, false},    {"sig2", 1, false},
-      {"tanh", 1, false},    {"tanh2", 1, false},   {"reciprocal", 1, false},
-      {"floor", 1, false},   {"ceil", 1, false},    {"sign", 1, false},   {"add", 2, false},
-      {"sub", 2, false},     {"mul", 2, false},     {"div", 2, false},    {"pow", 2, false},
-      {"eq", 2, false},      {"ne", 2, false},      {"lt", 2, false},     {"le", 2, false},
-      {"gt", 2, false},      {"ge", 2, false},      {"maximum", 2, false}, {"minimum", 2, false},
-      {"where", 3, false},   {"clip", 3, false},    {"sum", 1, true},     {"max", 1, true},
-      {"min", 1, true},      {"mean", 1, true},     {"argmax", 1, true},  {"argmin", 1, true},
+      {"operand", 0, false}, {"scalar", 0, false},  {"neg", 1, false},        {"abs", 1, false},
+      {"sqr", 1, false},     {"sqrt", 1, false},    {"exp", 1, false},        {"exp2", 1, false},
+      {"log", 1, false},     {"log2", 1, false},    {"sig", 1, false},        {"sig2", 1, false},
+      {"tanh", 1, false},    {"tanh2", 1, false},   {"reciprocal", 1, false}, {"floor", 1, false},
+      {"ceil", 1, false},    {"sign", 1, false},    {"add", 2, false},        {"sub", 2, false},
+      {"mul", 2, false},     {"div", 2, false},     {"pow", 2, false},        {"eq", 2, false},
+      {"ne", 2, false},      {"lt", 2, false},      {"le", 2, false},         {"gt", 2, false},
+      {"ge", 2, false},      {"maximum", 2, false}, {"minimum", 2, false},    {"where", 3, false},
+      {"clip", 3, false},    {"sum", 1, true},      {"max", 1, true},         {"min", 1, true},
+      {"mean", 1, true},     {"argmax", 1, true},   {"argmin", 1, true},
   }};
   return kTable[static_cast<std::size_t>(op)];
 }

@@ -160,8 +160,10 @@ std::string to_string(const Program& program) {
   for (std::size_t i = 0; i < program.code.size(); ++i) {
     const Instr& in = program.code[i];
     s << "  v" << i << " = " << op_info(in.op).name;
-    if (in.op == Op::operand) s << " " << program.operands[in.slot].describe();
-    else if (in.op == Op::scalar) s << " " << program.scalars[in.slot];
+    if (in.op == Op::operand)
+      s << " " << program.operands[in.slot].describe();
+    else if (in.op == Op::scalar)
+      s << " " << program.scalars[in.slot];
     for (std::int32_t a : {in.a, in.b, in.c})
       if (a >= 0) s << " v" << a;
     s << "\n";

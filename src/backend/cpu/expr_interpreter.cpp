@@ -92,13 +92,14 @@ void load(const Access& a, std::int64_t begin, int count, float* dst, std::int64
   using namespace portable;
   switch (a.dtype) {
     case DType::f32:
-      return load_typed<float>(a, begin, count, dst, [](float v) { return v; }, scratch);
+      return load_typed<float>(
+          a, begin, count, dst, [](float v) { return v; }, scratch);
     case DType::f64:
-      return load_typed<double>(a, begin, count, dst, [](double v) { return load_f64(v); },
-                                scratch);
+      return load_typed<double>(
+          a, begin, count, dst, [](double v) { return load_f64(v); }, scratch);
     case DType::bf16:
-      return load_typed<std::uint16_t>(a, begin, count, dst,
-                                       [](std::uint16_t v) { return load_bf16(v); }, scratch);
+      return load_typed<std::uint16_t>(
+          a, begin, count, dst, [](std::uint16_t v) { return load_bf16(v); }, scratch);
     case DType::flex16: {
       const float scale = pow2f(a.iwl - 15);
       return load_typed<std::int16_t>(
@@ -106,46 +107,51 @@ void load(const Access& a, std::int64_t begin, int count, float* dst, std::int64
           scratch);
     }
     case DType::u8:
-      return load_typed<std::uint8_t>(a, begin, count, dst,
-                                      [](std::uint8_t v) { return load_u8(v); }, scratch);
+      return load_typed<std::uint8_t>(
+          a, begin, count, dst, [](std::uint8_t v) { return load_u8(v); }, scratch);
     case DType::i32:
-      return load_typed<std::int32_t>(a, begin, count, dst,
-                                      [](std::int32_t v) { return load_i32(v); }, scratch);
+      return load_typed<std::int32_t>(
+          a, begin, count, dst, [](std::int32_t v) { return load_i32(v); }, scratch);
   }
 }
 
 template <class T, class Convert>
-void store_typed(const Access& a, std::int64_t begin, int count, const float* src,
-                 Convert convert, std::int64_t* scratch) {
+void store_typed(const Access& a, std::int64_t begin, int count, const float* src, Convert convert,
+                 std::int64_t* scratch) {
   T* p = reinterpret_cast<T*>(a.base);
   if (a.layout.rank <= 1) {
     std::int64_t s = a.layout.rank == 0 ? 0 : a.layout.strides[0];
     T* q = p + begin * s;
-    for (int i = 0; i < count; ++i) q[i * s] = convert(src[i]);
+    if (s == 1) {
+      for (int i = 0; i < count; ++i) q[i] = convert(src[i]);
+    } else {
+      for (int i = 0; i < count; ++i) q[i * s] = convert(src[i]);
+    }
     return;
   }
   chunk_offsets(a.layout, begin, count, scratch);
   for (int i = 0; i < count; ++i) p[scratch[i]] = convert(src[i]);
 }
 
-void store(const Access& a, std::int64_t begin, int count, const float* src,
-           std::int64_t* scratch, Flex16Stats& stats) {
+void store(const Access& a, std::int64_t begin, int count, const float* src, std::int64_t* scratch,
+           Flex16Stats& stats) {
   using namespace portable;
   switch (a.dtype) {
     case DType::f32:
-      return store_typed<float>(a, begin, count, src, [](float v) { return v; }, scratch);
+      return store_typed<float>(
+          a, begin, count, src, [](float v) { return v; }, scratch);
     case DType::f64:
-      return store_typed<double>(a, begin, count, src, [](float v) { return store_f64(v); },
-                                 scratch);
+      return store_typed<double>(
+          a, begin, count, src, [](float v) { return store_f64(v); }, scratch);
     case DType::bf16:
-      return store_typed<std::uint16_t>(a, begin, count, src,
-                                        [](float v) { return store_bf16(v); }, scratch);
+      return store_typed<std::uint16_t>(
+          a, begin, count, src, [](float v) { return store_bf16(v); }, scratch);
     case DType::u8:
-      return store_typed<std::uint8_t>(a, begin, count, src, [](float v) { return store_u8(v); },
-                                       scratch);
+      return store_typed<std::uint8_t>(
+          a, begin, count, src, [](float v) { return store_u8(v); }, scratch);
     case DType::i32:
-      return store_typed<std::int32_t>(a, begin, count, src,
-                                       [](float v) { return store_i32(v); }, scratch);
+      return store_typed<std::int32_t>(
+          a, begin, count, src, [](float v) { return store_i32(v); }, scratch);
     case DType::flex16: {
       const int iwl = a.iwl;
       return store_typed<std::int16_t>(
@@ -169,32 +175,44 @@ class ChunkEvaluator {
       : program_(program),
         operands_(operands),
         regs_(program.code.size() * kChunk),
+        values_(program.code.size()),
         scratch_(kChunk) {}
 
   // Values of the program at iteration positions [begin, begin + count).
   const float* run(std::int64_t begin, int count) {
     using namespace portable;
-    for (std::size_t i = 0; i < program_.code.size(); ++i) {
+    const std::size_t size = program_.code.size();
+    for (std::size_t i = 0; i < size; ++i) {
       const ir::Instr& in = program_.code[i];
-      float* r = &regs_[i * kChunk];
-      const float* a = in.a >= 0 ? &regs_[in.a * kChunk] : nullptr;
-      const float* b = in.b >= 0 ? &regs_[in.b * kChunk] : nullptr;
-      const float* c = in.c >= 0 ? &regs_[in.c * kChunk] : nullptr;
+      float* __restrict r = &regs_[i * kChunk];
+      values_[i] = r;
+      const float* __restrict a = in.a >= 0 ? values_[in.a] : nullptr;
+      const float* __restrict b = in.b >= 0 ? values_[in.b] : nullptr;
+      const float* __restrict c = in.c >= 0 ? values_[in.c] : nullptr;
       switch (in.op) {
-        case Op::operand: load(operands_[in.slot], begin, count, r, scratch_.data()); break;
+        case Op::operand: {
+          const Access& acc = operands_[in.slot];
+          // Contiguous f32 operands are read in place: no copy into the register file.
+          if (acc.dtype == DType::f32 && acc.layout.rank == 1 && acc.layout.strides[0] == 1) {
+            values_[i] = reinterpret_cast<const float*>(acc.base) + begin;
+            break;
+          }
+          load(acc, begin, count, r, scratch_.data());
+          break;
+        }
         case Op::scalar:
           std::fill(r, r + count, static_cast<float>(program_.scalars[in.slot]));
           break;
-#define FLEXKIT_UNARY(name) \
-  case Op::name:            \
+#define FLEXKIT_UNARY(name)                                 \
+  case Op::name:                                            \
     for (int j = 0; j < count; ++j) r[j] = ew_##name(a[j]); \
     break;
-#define FLEXKIT_BINARY(name) \
-  case Op::name:             \
+#define FLEXKIT_BINARY(name)                                      \
+  case Op::name:                                                  \
     for (int j = 0; j < count; ++j) r[j] = ew_##name(a[j], b[j]); \
     break;
-#define FLEXKIT_TERNARY(name) \
-  case Op::name:              \
+#define FLEXKIT_TERNARY(name)                                           \
+  case Op::name:                                                        \
     for (int j = 0; j < count; ++j) r[j] = ew_##name(a[j], b[j], c[j]); \
     break;
           FLEXKIT_UNARY(neg)
@@ -236,15 +254,18 @@ class ChunkEvaluator {
                                        " cannot appear inside a program"));
       }
     }
-    return &regs_[(program_.code.size() - 1) * kChunk];
+    return values_[size - 1];
   }
 
-  std::int64_t* scratch() { return scratch_.data(); }
+  std::int64_t* scratch() {
+    return scratch_.data();
+  }
 
  private:
   const ir::Program& program_;
   const std::vector<Access>& operands_;
   std::vector<float> regs_;
+  std::vector<const float*> values_;  // where each instruction's chunk of values lives
   std::vector<std::int64_t> scratch_;
 };
 
@@ -263,7 +284,9 @@ struct Accumulator {
   void add(Op op, float v, std::int64_t position) {
     switch (op) {
       case Op::sum:
-      case Op::mean: sum += v; break;
+      case Op::mean:
+        sum += v;
+        break;
       case Op::max:
         extreme = index < 0 ? v : portable::ew_maximum(extreme, v);
         index = 0;
@@ -280,7 +303,8 @@ struct Accumulator {
         if (better) extreme = v, index = position;
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   // Folds in a later block's state (positions in `other` all follow ours).
@@ -288,17 +312,24 @@ struct Accumulator {
     if (other.index < 0 && op != Op::sum && op != Op::mean) return;
     switch (op) {
       case Op::sum:
-      case Op::mean: sum += other.sum; break;
-      default: add(op, other.extreme, other.index);
+      case Op::mean:
+        sum += other.sum;
+        break;
+      default:
+        add(op, other.extreme, other.index);
     }
   }
   float result(Op op, std::int64_t count) const {
     switch (op) {
-      case Op::sum: return static_cast<float>(sum);
-      case Op::mean: return static_cast<float>(sum / static_cast<double>(count));
+      case Op::sum:
+        return static_cast<float>(sum);
+      case Op::mean:
+        return static_cast<float>(sum / static_cast<double>(count));
       case Op::max:
-      case Op::min: return extreme;
-      default: return static_cast<float>(index);
+      case Op::min:
+        return extreme;
+      default:
+        return static_cast<float>(index);
     }
   }
 };
