@@ -173,3 +173,18 @@ TEST(BF16, RoundsToNearestEvenAndKeepsNaN) {
 
 }  // namespace
 }  // namespace flexkit
+
+namespace flexkit {
+namespace {
+
+TEST(Flex16Codec, IwlHoldingAccountsForRoundingUp) {
+  using portable::flex16_iwl_holding;
+  EXPECT_EQ(flex16_iwl_holding(1.5f), 1);
+  // 1.99999 * 2^14 = 32767.84 rounds to 32768, which needs the next exponent.
+  EXPECT_EQ(flex16_iwl_holding(1.99999f), 2);
+  EXPECT_EQ(flex16_iwl_holding(0.0f), 0);
+  EXPECT_EQ(portable::flex16_iwl_for_max(1.99999f), 1);
+}
+
+}  // namespace
+}  // namespace flexkit

@@ -97,7 +97,7 @@ Expr argmin(const Expr& a);
 // How a flex16 output picks its exponent.
 enum class IwlPolicy {
   fixed,  // the output array's iwl (or AssignOptions::iwl): values beyond its range saturate
-  exact,  // the smallest iwl that holds the result (a fused max pass), so nothing saturates
+  exact,  // the smallest iwl that holds the rounded result (a max pass first): nothing saturates
 };
 
 struct AssignOptions {

@@ -17,6 +17,10 @@ namespace {
 
 namespace flexkit::cuda {
 
+KernelCacheStats kernel_cache_stats() {
+  return {};
+}
+void clear_kernel_memory_cache() {}
 bool built_with_cuda() {
   return false;
 }
@@ -74,6 +78,9 @@ void fill(int, const StridedDst&, std::uint64_t, std::size_t) {
 }
 void memcpy_bytes(Device, void*, Device, const void*, std::size_t) {
   unavailable("memcpy");
+}
+void run_stage(const ir::Stage&) {
+  unavailable("expression on cuda");
 }
 
 }  // namespace flexkit::backend::cuda

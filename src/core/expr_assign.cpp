@@ -47,7 +47,7 @@ void run_exact_flex16(const ir::Stage& stage) {
   Array target = stage.target;
   if (!stage.reduce) {
     if (stage.target.size() > 0)
-      target.set_iwl(portable::flex16_iwl_for_max(max_abs_of(stage.body, target.device())));
+      target.set_iwl(portable::flex16_iwl_holding(max_abs_of(stage.body, target.device())));
     run(stage);
     return;
   }
@@ -61,7 +61,7 @@ void run_exact_flex16(const ir::Stage& stage) {
   store.body.code = {{ir::Op::operand, -1, -1, -1, 0}};
   store.target = stage.target;
   if (stage.target.size() > 0)
-    target.set_iwl(portable::flex16_iwl_for_max(max_abs_of(store.body, target.device())));
+    target.set_iwl(portable::flex16_iwl_holding(max_abs_of(store.body, target.device())));
   run(store);
 }
 

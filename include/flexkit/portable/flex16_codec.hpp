@@ -78,6 +78,14 @@ FLEXKIT_HD int flex16_iwl_for_max(float max_abs) {
   return clamp_iwl(floor_log2 + 1);
 }
 
+// The smallest iwl at which max_abs encodes without saturating: flex16_iwl_for_max, one more
+// when max_abs lies within half an LSB of the top of that range (it would round up to 2^15).
+FLEXKIT_HD int flex16_iwl_holding(float max_abs) {
+  int iwl = flex16_iwl_for_max(max_abs);
+  if (iwl < kFlex16MaxIwl && flex16_encode(max_abs, iwl).saturated) ++iwl;
+  return iwl;
+}
+
 // A flex16 writer's statistics: max |m| stored, how many values saturated, how many were NaN.
 struct Flex16Stats {
   int32_t max_abs_m;
