@@ -63,8 +63,11 @@ std::size_t allocation_size_class(std::size_t bytes) {
 
 namespace flexkit::backend::cuda {
 
-void* allocate(int, std::size_t) {
-  unavailable("allocate on cuda");
+// Asking for memory on a device that cannot exist is a device error, as on a CUDA build
+// without a GPU.
+void* allocate(int device, std::size_t) {
+  throw DeviceError("cuda:" + std::to_string(device) +
+                    " requested but no CUDA device is available (built without CUDA)");
 }
 void deallocate(int, void*) noexcept {}
 void copy(int, const StridedDst&, const StridedSrc&, std::size_t) {
