@@ -85,5 +85,8 @@ void memcpy_bytes(Device, void*, Device, const void*, std::size_t) {
 void run_stage(const ir::Stage&) {
   unavailable("expression on cuda");
 }
+bool run_row_fused(const ir::Plan&) {
+  return false;
+}
 
 }  // namespace flexkit::backend::cuda

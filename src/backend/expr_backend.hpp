@@ -13,6 +13,10 @@ void run_stage(const ir::Stage& stage);
 
 namespace cuda {
 void run_stage(const ir::Stage& stage);
-}
+// Runs the whole plan as one kernel when its stages are reductions along the last axis feeding
+// one elementwise stage over the same shape (softmax, x - max(x, -1), ...), reading each row
+// once; returns false, having done nothing, for any other plan.
+bool run_row_fused(const ir::Plan& plan);
+}  // namespace cuda
 
 }  // namespace flexkit::backend

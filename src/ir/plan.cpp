@@ -1,5 +1,6 @@
 #include "ir/plan.hpp"
 
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -31,11 +32,39 @@ bool same_view(const Array& a, const Array& b) {
          a.shape() == b.shape() && a.strides() == b.strides();
 }
 
-// One program being built, with the values already lowered into it (a subtree used twice is
-// computed once).
+// One program being built, with the values already lowered into it: a subtree that appears
+// twice — the same object or an equal tree built again — is computed once.
 struct ProgramBuilder {
   Program& program;
-  std::map<const Node*, std::int32_t> values;
+  std::map<std::string, std::int32_t> values;
+};
+
+// A text naming a tree by its structure and leaves: equal trees get equal keys. Operands are
+// named by storage address and layout, scalars by their exact bits.
+class TreeKeys {
+ public:
+  const std::string& key(const NodePtr& node) {
+    if (auto it = keys_.find(node.get()); it != keys_.end()) return it->second;
+    std::ostringstream k;
+    k << static_cast<int>(node->op);
+    if (node->op == Op::operand) {
+      const Array& a = node->array;
+      k << "@" << ArrayAccess::storage(a).data() << ":" << static_cast<int>(a.dtype()) << ":"
+        << a.offset() << shape_str(a.shape()) << shape_str(a.strides());
+    } else if (node->op == Op::scalar) {
+      std::uint64_t bits;
+      std::memcpy(&bits, &node->value, sizeof bits);
+      k << "#" << bits;
+    } else {
+      k << "/" << node->axis << "(";
+      for (const NodePtr& a : node->args) k << key(a) << ",";
+      k << ")";
+    }
+    return keys_[node.get()] = k.str();
+  }
+
+ private:
+  std::map<const Node*, std::string> keys_;
 };
 
 class Planner {
@@ -100,7 +129,8 @@ class Planner {
 
   std::int32_t lower(const NodePtr& node, ProgramBuilder& builder) {
     Program& p = builder.program;
-    if (auto it = builder.values.find(node.get()); it != builder.values.end()) return it->second;
+    const std::string& key = keys_.key(node);
+    if (auto it = builder.values.find(key); it != builder.values.end()) return it->second;
     std::int32_t v = -1;
     const OpInfo& info = op_info(node->op);
     if (node->op == Op::operand) {
@@ -110,12 +140,12 @@ class Planner {
       v = emit(p, {Op::scalar, -1, -1, -1, static_cast<std::int32_t>(p.scalars.size() - 1)});
     } else if (info.reduction) {
       // Computed once per assignment into a temporary, then read like any operand.
-      auto found = reductions_.find(node.get());
+      auto found = reductions_.find(key);
       if (found == reductions_.end()) {
         bool index = node->op == Op::argmax || node->op == Op::argmin;
         Array temp = Array::empty(node->shape, index ? DType::i32 : DType::f32, out_.device());
         plan_.stages.push_back(reduction_stage(*node, temp));
-        found = reductions_.emplace(node.get(), temp).first;
+        found = reductions_.emplace(key, temp).first;
       }
       v = emit(p, {Op::operand, -1, -1, -1, operand_slot(p, found->second)});
     } else {
@@ -123,7 +153,7 @@ class Planner {
       for (std::size_t i = 0; i < node->args.size(); ++i) args[i] = lower(node->args[i], builder);
       v = emit(p, {node->op, args[0], args[1], args[2], -1});
     }
-    builder.values[node.get()] = v;
+    builder.values[key] = v;
     return v;
   }
 
@@ -141,7 +171,8 @@ class Planner {
   Array out_;
   AssignOptions options_;
   Plan plan_;
-  std::map<const Node*, Array> reductions_;
+  TreeKeys keys_;
+  std::map<std::string, Array> reductions_;
 };
 
 }  // namespace

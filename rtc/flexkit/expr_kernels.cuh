@@ -1,0 +1,248 @@
+// Device code shared by every generated expression kernel (src/codegen/cuda_expr_source.cpp,
+// cuda_row_fused_source.cpp): the kernel parameter structs, vector access, flex16 statistics
+// and the reduction policies. Generated kernels are thin shells around these.
+#pragma once
+#include "flexkit/portable/ew_ops.hpp"
+#include "flexkit/rtc_prelude.cuh"
+
+namespace flexkit::rtc {
+
+using namespace ::flexkit::portable;
+
+// Kernel parameter structs, declared the same way in src/codegen/cuda_expr_source.hpp; every
+// generated program static_asserts their sizes against the host's.
+struct ExprOperand {
+  const void* data;
+  int32_t iwl;
+  int32_t reserved;
+  int64_t red_stride;
+  StridedLayout layout;
+};
+struct ExprArgs {
+  int64_t n;
+  int64_t k;
+  int64_t seg;
+  int64_t splits;
+  int64_t vec;
+  int64_t grid_x;
+  int64_t shape[kLayoutMaxRank];
+  int32_t rank;
+  int32_t block_x;
+};
+struct ExprStats {
+  int max_abs_m;
+  int reserved;
+  unsigned long long saturated;
+  unsigned long long nan_count;
+};
+struct ExprArgPartial {
+  float value;
+  int32_t reserved;
+  int64_t index;
+};
+
+// Vector access: E consecutive elements moved as the widest words their size allows (16-byte
+// words for 4 f32, 8 bf16/flex16 or 16 u8). The address must be aligned to the word size.
+template <int kBytes>
+struct VectorWord;
+template <>
+struct VectorWord<16> {
+  typedef uint4 type;
+};
+template <>
+struct VectorWord<8> {
+  typedef uint2 type;
+};
+template <>
+struct VectorWord<4> {
+  typedef unsigned int type;
+};
+template <>
+struct VectorWord<2> {
+  typedef unsigned short type;
+};
+template <>
+struct VectorWord<1> {
+  typedef unsigned char type;
+};
+
+template <class T, int E>
+__device__ __forceinline__ void load_vector(const T* p, T (&out)[E]) {
+  constexpr int kBytes = E * int(sizeof(T));
+  constexpr int kWordBytes = kBytes < 16 ? kBytes : 16;
+  typedef typename VectorWord<kWordBytes>::type Word;
+  union {
+    Word w[kBytes / kWordBytes];
+    T t[E];
+  } u;
+  const Word* q = reinterpret_cast<const Word*>(p);
+#pragma unroll
+  for (int i = 0; i < kBytes / kWordBytes; ++i) u.w[i] = q[i];
+#pragma unroll
+  for (int i = 0; i < E; ++i) out[i] = u.t[i];
+}
+
+template <class T, int E>
+__device__ __forceinline__ void store_vector(T* p, const T (&in)[E]) {
+  constexpr int kBytes = E * int(sizeof(T));
+  constexpr int kWordBytes = kBytes < 16 ? kBytes : 16;
+  typedef typename VectorWord<kWordBytes>::type Word;
+  union {
+    Word w[kBytes / kWordBytes];
+    T t[E];
+  } u;
+#pragma unroll
+  for (int i = 0; i < E; ++i) u.t[i] = in[i];
+  Word* q = reinterpret_cast<Word*>(p);
+#pragma unroll
+  for (int i = 0; i < kBytes / kWordBytes; ++i) q[i] = u.w[i];
+}
+
+// flex16 stores: each thread counts what it stored; the block combines the counts and issues
+// one atomic of each kind.
+struct StatsLocal {
+  int max_abs_m;
+  unsigned long long saturated;
+  unsigned long long nan_count;
+};
+
+__device__ __forceinline__ int16_t encode_flex16(float v, int iwl, StatsLocal& s) {
+  const Flex16Code c = flex16_encode(v, iwl);
+  const int m = c.m < 0 ? -int(c.m) : int(c.m);
+  s.max_abs_m = m > s.max_abs_m ? m : s.max_abs_m;
+  s.saturated += c.saturated ? 1ull : 0ull;
+  s.nan_count += is_nan(v) ? 1ull : 0ull;
+  return c.m;
+}
+
+__device__ __forceinline__ StatsLocal warp_stats(StatsLocal s) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const int m = __shfl_down_sync(0xffffffffu, s.max_abs_m, off);
+    s.max_abs_m = m > s.max_abs_m ? m : s.max_abs_m;
+    s.saturated += __shfl_down_sync(0xffffffffu, s.saturated, off);
+    s.nan_count += __shfl_down_sync(0xffffffffu, s.nan_count, off);
+  }
+  return s;
+}
+
+// Every thread of the block calls it (block sizes are multiples of 32).
+__device__ __forceinline__ void commit_stats(StatsLocal s, ExprStats* out) {
+  __shared__ StatsLocal block_stats[32];
+  s = warp_stats(s);
+  const int t = threadIdx.x;
+  const int warps = (blockDim.x + 31) >> 5;
+  if ((t & 31) == 0) block_stats[t >> 5] = s;
+  __syncthreads();
+  if (t < 32) {
+    StatsLocal zero = {0, 0ull, 0ull};
+    s = warp_stats(t < warps ? block_stats[t] : zero);
+    if (t == 0) {
+      if (s.max_abs_m > 0) atomicMax(&out->max_abs_m, s.max_abs_m);
+      if (s.saturated) atomicAdd(&out->saturated, s.saturated);
+      if (s.nan_count) atomicAdd(&out->nan_count, s.nan_count);
+    }
+  }
+}
+
+// ---- reductions: identity, per-element value, an associative combine and the final value -----
+// Sums accumulate in double: free for a memory-bound kernel, and close to the CPU backend.
+__device__ __forceinline__ float shfl_down(float v, int off, int width) {
+  return __shfl_down_sync(0xffffffffu, v, off, width);
+}
+__device__ __forceinline__ double shfl_down(double v, int off, int width) {
+  return __shfl_down_sync(0xffffffffu, v, off, width);
+}
+__device__ __forceinline__ ExprArgPartial shfl_down(ExprArgPartial v, int off, int width) {
+  v.value = __shfl_down_sync(0xffffffffu, v.value, off, width);
+  v.index = __shfl_down_sync(0xffffffffu, v.index, off, width);
+  return v;
+}
+
+struct ReduceSum {
+  typedef double Acc;
+  static __device__ __forceinline__ Acc identity() { return 0.0; }
+  static __device__ __forceinline__ Acc element(float v, int64_t) { return double(v); }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) { return a + b; }
+  static __device__ __forceinline__ float value(Acc a, int64_t) { return float(a); }
+};
+struct ReduceMean : ReduceSum {
+  static __device__ __forceinline__ float value(Acc a, int64_t count) {
+    return float(a / double(count));
+  }
+};
+struct ReduceMax {
+  typedef float Acc;
+  static __device__ __forceinline__ Acc identity() { return bits_to_float(0xff800000u); }
+  static __device__ __forceinline__ Acc element(float v, int64_t) { return v; }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) { return ew_maximum(a, b); }
+  static __device__ __forceinline__ float value(Acc a, int64_t) { return a; }
+};
+struct ReduceMin {
+  typedef float Acc;
+  static __device__ __forceinline__ Acc identity() { return bits_to_float(0x7f800000u); }
+  static __device__ __forceinline__ Acc element(float v, int64_t) { return v; }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) { return ew_minimum(a, b); }
+  static __device__ __forceinline__ float value(Acc a, int64_t) { return a; }
+};
+// A NaN is the extreme (the first NaN wins, as in NumPy); ties go to the lowest index. The
+// combine only compares (value, index) pairs, so any combining order gives the same result.
+template <bool kMax>
+struct ReduceArg {
+  typedef ExprArgPartial Acc;
+  static __device__ __forceinline__ Acc identity() {
+    Acc a;
+    a.value = bits_to_float(kMax ? 0xff800000u : 0x7f800000u);
+    a.reserved = 0;
+    a.index = 0x7fffffffffffffffll;
+    return a;
+  }
+  static __device__ __forceinline__ Acc element(float v, int64_t i) {
+    Acc a;
+    a.value = v;
+    a.reserved = 0;
+    a.index = i;
+    return a;
+  }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) {
+    const bool an = is_nan(a.value), bn = is_nan(b.value);
+    if (an != bn) return an ? a : b;
+    if (!an && a.value != b.value) return (kMax ? a.value > b.value : a.value < b.value) ? a : b;
+    return a.index <= b.index ? a : b;
+  }
+  static __device__ __forceinline__ float value(Acc a, int64_t) { return float(a.index); }
+};
+
+// Combines the `bx` consecutive threads of one row; the result is valid in the row's first
+// thread. Rows narrower than a warp share warps (bx divides 32); wider rows fill the block and
+// meet in shared memory. The order is fixed by the launch shape alone.
+template <class R>
+__device__ __forceinline__ typename R::Acc reduce_row(typename R::Acc acc, int bx) {
+  __shared__ typename R::Acc warp_acc[32];
+  const int width = bx < 32 ? bx : 32;
+  for (int off = width >> 1; off > 0; off >>= 1) acc = R::combine(acc, shfl_down(acc, off, width));
+  if (bx <= 32) return acc;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_acc[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    acc = lane < (bx >> 5) ? warp_acc[lane] : R::identity();
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc = R::combine(acc, shfl_down(acc, off, 32));
+  }
+  return acc;
+}
+
+// The value `v` of the row's first thread, in every thread of the row (rows of bx threads, as
+// in reduce_row). Every thread of the block calls it.
+__device__ __forceinline__ float broadcast_row(float v, int bx) {
+  __shared__ float first;
+  if (bx <= 32) return __shfl_sync(0xffffffffu, v, 0, bx);
+  if (threadIdx.x == 0) first = v;
+  __syncthreads();
+  const float r = first;
+  __syncthreads();
+  return r;
+}
+
+}  // namespace flexkit::rtc

@@ -1,0 +1,62 @@
+// Fusing a whole plan into one kernel when its stages are reductions along the last axis feeding
+// an elementwise stage over the same shape (softmax, x - max(x), row normalisations): the
+// threads of a row hold the row in registers, run every stage over it and write the result,
+// so the row is read from memory once instead of once per stage.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda_expr_source.hpp"
+#include "ir/plan.hpp"
+
+namespace flexkit::codegen {
+
+inline constexpr const char* kRowFusedKernel = "flexkit_row_fused";
+// Row elements one thread holds, over all row operands together (registers budget).
+inline constexpr int kRowFusedRegisters = 32;
+// Threads of a row at most (one block).
+inline constexpr int kRowFusedMaxThreads = 1024;
+
+struct RowFusedKernel {
+  // One array the kernel reads, shared by every stage that reads it.
+  struct Operand {
+    DType dtype;
+    Access access;  // unit: a row held in registers; zero: one value per row; uniform
+    int temp_of;    // the stage whose target this is (read from registers), or -1
+  };
+  struct Stage {
+    std::optional<ir::Op> reduce;  // empty for the final elementwise stage
+    DType target_dtype;
+    std::vector<int> operands;  // fused operand index of each of the stage's operand slots
+    int scalar_offset;          // where its scalars start in `scalars`
+  };
+  std::vector<Operand> operand_info;
+  std::vector<Stage> stages;
+  bool index64 = false;
+  int per_thread = kRowFusedRegisters;  // elements of each row operand one thread holds
+  std::string key;
+
+  // Run-time values: layouts span the row space (every axis but the last).
+  std::vector<ExprOperand> operands;
+  std::vector<ExprOperand> targets;  // per stage
+  std::vector<float> scalars;
+  ExprArgs args{};  // n rows, k row length, shape/rank of the row space
+  bool vector_ok = false;
+};
+
+// The fused description of `plan`, or nullopt when the plan does not have that form or does
+// not fit (row too long for the registers, operands read with other strides along the row,
+// an output aliasing a row another block still reads, flex16 exact policy, ...).
+std::optional<RowFusedKernel> describe_row_fused(const ir::Plan& plan);
+
+std::string generate_row_fused_source(const RowFusedKernel& kernel, const ir::Plan& plan);
+
+// One launch: grid_x blocks of block_x * block_y threads (1-D), block_x threads per row.
+struct RowFusedLaunch {
+  ExprArgs args;
+  LaunchShape shape;
+};
+RowFusedLaunch plan_row_fused_launch(const RowFusedKernel& kernel);
+
+}  // namespace flexkit::codegen
