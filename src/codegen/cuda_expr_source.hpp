@@ -92,7 +92,7 @@ inline constexpr const char* kCombineKernel = "flexkit_expr_combine";  // reduct
 // many operands would otherwise need too many registers.
 int elements_per_thread(std::size_t operand_count);
 // Outputs one thread of a column reduction handles at once.
-inline constexpr int kColumnVector = 4;
+inline constexpr int kColumnVector = 8;
 // Kernel-parameter bytes beyond which operand descriptors and scalars go to device memory
 // (the limit is 4 KiB; the rest of the parameters fit in the margin).
 inline constexpr std::size_t kMaxParameterBytes = 3800;
