@@ -10,36 +10,13 @@
 #include <vector>
 
 #include "flexkit/flexkit.hpp"
+#include "gpu_timing.hpp"
 
 namespace {
 
 using flexkit::Array;
 using flexkit::Device;
 using flexkit::DType;
-
-constexpr int kWarmup = 3;
-constexpr int kRepeats = 15;
-
-double median_ms(const std::function<void()>& body) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int i = 0; i < kWarmup; ++i) body();
-  std::vector<float> times;
-  for (int i = 0; i < kRepeats; ++i) {
-    cudaEventRecord(start);
-    body();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 Array random_f32(std::int64_t rows, std::int64_t cols, Device device) {
   std::vector<float> v(static_cast<std::size_t>(rows * cols));
@@ -62,20 +39,20 @@ int main() {
   Array b = Array::empty({n, n}, DType::f32, gpu);
   const double bytes = 2.0 * static_cast<double>(a.nbytes());  // read + write
 
-  double raw = median_ms(
+  double raw = flexkit::bench::median_gpu_ms(
       [&] { cudaMemcpyAsync(b.data(), a.data(), a.nbytes(), cudaMemcpyDeviceToDevice, nullptr); });
-  double assign = median_ms([&] { b.assign(a); });
+  double assign = flexkit::bench::median_gpu_ms([&] { b.assign(a); });
   Array at = a.T();
-  double transpose = median_ms([&] { b.assign(at); });
+  double transpose = flexkit::bench::median_gpu_ms([&] { b.assign(at); });
   Array half = a.index(":, ::2");
   Array half_out = Array::empty({n, n / 2}, DType::f32, gpu);
-  double strided = median_ms([&] { half_out.assign(half); });
-  double fill = median_ms([&] { b.fill(1.5); });
+  double strided = flexkit::bench::median_gpu_ms([&] { half_out.assign(half); });
+  double fill = flexkit::bench::median_gpu_ms([&] { b.fill(1.5); });
 
   Array host = Array::empty({n / 4, n}, DType::f32, Device::cpu());
   Array dev_part = a.index(":4096");
-  double d2h = median_ms([&] { host.assign(dev_part); });
-  double h2d = median_ms([&] { dev_part.assign(host); });
+  double d2h = flexkit::bench::median_gpu_ms([&] { host.assign(dev_part); });
+  double h2d = flexkit::bench::median_gpu_ms([&] { dev_part.assign(host); });
 
   const double c = bytes / raw / 1e6;  // GB/s
   auto row = [&](const char* name, double ms, double moved) {

@@ -11,31 +11,11 @@
 
 #include "bench_util.hpp"
 #include "flexkit/expr.hpp"
+#include "gpu_timing.hpp"
 
 using namespace flexkit;
 
 namespace {
-
-double median_gpu_ms(const std::function<void()>& body) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int i = 0; i < bench::kWarmup; ++i) body();
-  std::vector<float> times;
-  for (int i = 0; i < bench::kRepeats; ++i) {
-    cudaEventRecord(start);
-    body();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 double c_gbs = 0;
 
@@ -66,7 +46,7 @@ int main() {
   Array out = Array::empty({n}, DType::f32, gpu);
   const double f32_bytes = static_cast<double>(a.nbytes());
 
-  double copy_ms = median_gpu_ms([&] {
+  double copy_ms = bench::median_gpu_ms([&] {
     cudaMemcpyAsync(out.data(), a.data(), a.nbytes(), cudaMemcpyDeviceToDevice, nullptr);
   });
   c_gbs = 2 * f32_bytes / copy_ms / 1e6;
@@ -83,27 +63,28 @@ int main() {
   double disk = timed([&] { out = sig(a * b + c) * d - e; });
   double warm = timed([&] { out = sig(a * b + c) * d - e; });
 
-  double ew = median_gpu_ms([&] { out = sig(a * b + c) * d - e; });
+  double ew = bench::median_gpu_ms([&] { out = sig(a * b + c) * d - e; });
 
   Array hb = bench::random_array({n}, DType::bf16, gpu, 6);
   Array hf = bench::random_array({n}, DType::flex16, gpu, 7);
   Array mix_out = Array::empty({n}, DType::bf16, gpu);
-  double mix = median_gpu_ms([&] { mix_out = hb * hf + c; });
+  double mix = bench::median_gpu_ms([&] { mix_out = hb * hf + c; });
   Array flex_out = Array::empty({n}, DType::flex16, gpu);
   flex_out.set_iwl(1);
-  double mix_flex = median_gpu_ms([&] { flex_out = hb * hf - hf; });
+  double mix_flex = bench::median_gpu_ms([&] { flex_out = hb * hf - hf; });
 
   Array m = bench::random_array({8192, 16384}, DType::f32, gpu, 8);
   Array rows = Array::empty({8192, 1}, DType::f32, gpu);
   Array cols = Array::empty({1, 16384}, DType::f32, gpu);
-  double row_sum = median_gpu_ms([&] { rows = sum(m, 1); });
-  double col_max = median_gpu_ms([&] { cols = max(m, 0); });
+  double row_sum = bench::median_gpu_ms([&] { rows = sum(m, 1); });
+  double col_max = bench::median_gpu_ms([&] { cols = max(m, 0); });
 
   Array s = bench::random_array({4096, 32768}, DType::f32, gpu, 9, -4.0f, 4.0f);
   Array p = Array::empty({4096, 32768}, DType::f32, gpu);
-  double softmax = median_gpu_ms([&] { p = exp(s - max(s, 1)) / sum(exp(s - max(s, 1)), 1); });
+  double softmax =
+      bench::median_gpu_ms([&] { p = exp(s - max(s, 1)) / sum(exp(s - max(s, 1)), 1); });
   Array sub = Array::empty({4096, 32768}, DType::f32, gpu);
-  double sub_max = median_gpu_ms([&] { sub = s - max(s, 1); });
+  double sub_max = bench::median_gpu_ms([&] { sub = s - max(s, 1); });
 
   std::printf(
       "\n| fused expressions (medians of %d, CUDA events)  |    ms    |   GB/s   |  of C   |\n",

@@ -121,6 +121,25 @@ void emit_program_function(CodeStream& os, const std::string& name, const ir::Pr
   os.line("return v", program.code.size() - 1, ";");
 }
 
+void emit_kernel_preamble(CodeStream& os, const std::string& title, const std::string& key,
+                          bool index64) {
+  os.line("// flexkit ", title, ", generated at run time.");
+  os.line("// structure: ", key);
+  os.line("#include \"flexkit/expr_kernels.cuh\"");
+  os.blank();
+  os.line("using namespace flexkit::rtc;");
+  os.blank();
+  // NVRTC has no offsetof; the sizes catch a field added, removed or resized on one side.
+  os.line("static_assert(sizeof(ExprOperand) == ", sizeof(ExprOperand),
+          " && sizeof(ExprArgs) == ", sizeof(ExprArgs),
+          " && sizeof(ExprStats) == ", sizeof(ExprStats),
+          " && sizeof(ExprArgPartial) == ", sizeof(ExprArgPartial),
+          ", \"kernel parameter structs differ from the host's\");");
+  os.blank();
+  os.line("typedef ", index64 ? "uint64_t" : "uint32_t", " Idx;");
+  os.line("typedef ", index64 ? "int64_t" : "int32_t", " Off;");
+}
+
 std::string program_error(const ir::Program& program) {
   if (program.code.empty()) return "the program has no instructions";
   const auto n = static_cast<std::int32_t>(program.code.size());
@@ -520,21 +539,7 @@ class Generator {
   }
 
   void header() {
-    os_.line("// flexkit fused expression kernel, generated at run time.");
-    os_.line("// structure: ", k_.key);
-    os_.line("#include \"flexkit/expr_kernels.cuh\"");
-    os_.blank();
-    os_.line("using namespace flexkit::rtc;");
-    os_.blank();
-    // NVRTC has no offsetof; the sizes catch a field added, removed or resized on one side.
-    os_.line("static_assert(sizeof(ExprOperand) == ", sizeof(ExprOperand),
-             " && sizeof(ExprArgs) == ", sizeof(ExprArgs),
-             " && sizeof(ExprStats) == ", sizeof(ExprStats),
-             " && sizeof(ExprArgPartial) == ", sizeof(ExprArgPartial),
-             ", \"kernel parameter structs differ from the host's\");");
-    os_.blank();
-    os_.line("typedef ", k_.index64 ? "uint64_t" : "uint32_t", " Idx;");
-    os_.line("typedef ", k_.index64 ? "int64_t" : "int32_t", " Off;");
+    emit_kernel_preamble(os_, "fused expression kernel", k_.key, k_.index64);
     if (k_.kind == KernelKind::reduce_columns)
       os_.line("constexpr int kCv = ", kColumnVector, ";");
     else

@@ -149,6 +149,11 @@ const char* reduce_policy(ir::Op op);
 // "" when every instruction of `program` is an elementwise op whose arguments precede it and
 // whose operand / scalar slot exists; else what is wrong.
 std::string program_error(const ir::Program& program);
+
+// The opening every generated expression kernel shares: a title comment, the structural key,
+// the device helpers, a check that the parameter structs match the host's, and the index types.
+void emit_kernel_preamble(CodeStream& os, const std::string& title, const std::string& key,
+                          bool index64);
 // `__device__ float name(const float (&x)[operands], const float (&s)[scalar_count])`
 // evaluating `program`, its scalar slot i read from s[scalar_offset + i].
 void emit_program_function(CodeStream& os, const std::string& name, const ir::Program& program,

@@ -242,19 +242,7 @@ class RowFusedGenerator {
   }
 
   void header() {
-    os_.line("// flexkit row-fused expression kernel, generated at run time.");
-    os_.line("// structure: ", k_.key);
-    os_.line("#include \"flexkit/expr_kernels.cuh\"");
-    os_.blank();
-    os_.line("using namespace flexkit::rtc;");
-    os_.blank();
-    os_.line("static_assert(sizeof(ExprOperand) == ", sizeof(ExprOperand),
-             " && sizeof(ExprArgs) == ", sizeof(ExprArgs),
-             " && sizeof(ExprStats) == ", sizeof(ExprStats),
-             ", \"kernel parameter structs differ from the host's\");");
-    os_.blank();
-    os_.line("typedef ", k_.index64 ? "uint64_t" : "uint32_t", " Idx;");
-    os_.line("typedef ", k_.index64 ? "int64_t" : "int32_t", " Off;");
+    emit_kernel_preamble(os_, "row-fused expression kernel", k_.key, k_.index64);
     os_.line("constexpr int kP = ", k_.per_thread, ";  // row elements per thread");
     os_.line("constexpr int kV = ", kVector, ";  // elements per vector access");
     os_.line("constexpr int kChunks = kP / kV;");
