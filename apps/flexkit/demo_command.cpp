@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "commands.hpp"
+#include "flexkit/expr.hpp"
 #include "flexkit/flexkit.hpp"
 
 namespace flexkit::cli {
@@ -36,6 +37,16 @@ void tour(Device device) {
   auto back = s.to_floats();
   std::printf("[0.4, 2.0] at iwl 1 -> [%.15g, %.15g], saturated %llu, max|m| %d\n\n", back[0],
               back[1], static_cast<unsigned long long>(s.stats().saturated), s.stats().max_abs_m);
+
+  std::printf("== fused expressions on %s ==\n", device.str().c_str());
+  Array v = Array::arange(-3, 3, 1, DType::f32, device).reshape({2, 3});
+  show("v", v);
+  show("sig(v * 2 + 1) (one kernel)", evaluate(sig(v * 2 + 1)));
+  show("softmax over rows: exp(v - max(v, 1)) / sum(exp(v - max(v, 1)), 1)",
+       evaluate(exp(v - max(v, 1)) / sum(exp(v - max(v, 1)), 1)));
+  Array w = Array::zeros({2, 3}, DType::flex16, device);
+  assign(w, v * 0.3, {.iwl_policy = IwlPolicy::exact});
+  show("flex16 w = v * 0.3 with the exact exponent policy", w);
 }
 
 }  // namespace

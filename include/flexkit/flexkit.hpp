@@ -5,6 +5,7 @@
 #include "flexkit/device.hpp"
 #include "flexkit/dtype.hpp"
 #include "flexkit/error.hpp"
+#include "flexkit/expr.hpp"
 #include "flexkit/flex16.hpp"
 #include "flexkit/index.hpp"
 #include "flexkit/npy.hpp"
