@@ -630,5 +630,18 @@ TEST(ExprEdges, LargeOddSizedArraysAreWrittenCompletely) {
   EXPECT_EQ(bad, 0);
 }
 
+TEST(ExprEdges, Flex16InPlaceUpdateWhoseExponentChanges) {
+  // The output's new exponent must not change how its old mantissas are read.
+  std::vector<float> x = {0.5f, -0.25f, 1.0f};
+  Array w = Array::from_floats(x, {3}, DType::flex16, device());  // iwl 1
+  assign(w, w * 4, {.iwl_policy = IwlPolicy::exact});             // needs iwl 3
+  EXPECT_EQ(w.iwl(), 3);
+  EXPECT_EQ(w.to_floats(), (std::vector<float>{2.0f, -1.0f, 4.0f}));
+  assign(w, w + sum(w), {.iwl = 4});  // 5 + (2, -1, 4) at an explicit iwl
+  EXPECT_EQ(w.iwl(), 4);
+  EXPECT_EQ(w.to_floats(), (std::vector<float>{7.0f, 4.0f, 9.0f}));
+  EXPECT_EQ(w.stats().saturated, 0u);
+}
+
 }  // namespace
 }  // namespace flexkit

@@ -90,6 +90,13 @@ class Planner {
     final_stage.iwl_policy = options_.iwl_policy;
     protect_from_aliasing(final_stage);
     plan_.stages.push_back(std::move(final_stage));
+    // A flex16 output whose exponent will change (exact policy, or an explicit iwl) changes how
+    // its own mantissas read: every stage must read such an operand from a snapshot.
+    if (out_.dtype() == DType::flex16 && (options_.iwl_policy == IwlPolicy::exact || options_.iwl))
+      for (Stage& stage : plan_.stages)
+        for (Array& operand : stage.body.operands)
+          if (operand.shares_storage(out_))
+            operand = operand.clone().broadcast_to(stage.body.shape);
     return std::move(plan_);
   }
 
