@@ -84,6 +84,38 @@ TEST(ArrayData, NonContiguousCopiesGatherTheView) {
   EXPECT_FALSE(v.clone().shares_storage(a));
 }
 
+TEST(ArrayData, TransposedCopiesOfOddShapes) {
+  // Shapes that leave partial tiles on both axes, every element size, and a transposed view
+  // written into a strided destination.
+  for (auto [rows, cols] : {std::pair{1000, 37}, std::pair{33, 65}, std::pair{1, 300}}) {
+    auto values = random_values<std::int32_t>(static_cast<std::size_t>(rows) * cols, 8);
+    Array a = Array::from_vector(values, {rows, cols}, device());
+    Array t = a.T().clone();
+    ASSERT_EQ(t.shape(), (Shape{cols, rows}));
+    auto got = t.to_vector<std::int32_t>();
+    for (int i = 0; i < cols; ++i)
+      for (int j = 0; j < rows; ++j)
+        ASSERT_EQ(got[static_cast<std::size_t>(i) * rows + j], values[j * cols + i])
+            << i << "," << j;
+    Array wide = Array::zeros({cols, 2 * rows}, DType::i32, device());
+    wide.index(":, ::2").assign(a.T());
+    auto w = wide.to_vector<std::int32_t>();
+    for (int i = 0; i < cols; ++i)
+      for (int j = 0; j < rows; ++j) {
+        ASSERT_EQ(w[static_cast<std::size_t>(i) * 2 * rows + 2 * j], values[j * cols + i]);
+        ASSERT_EQ(w[static_cast<std::size_t>(i) * 2 * rows + 2 * j + 1], 0);
+      }
+  }
+  // One- and two-byte elements, against a transpose done on the host.
+  std::vector<float> small(40 * 70);
+  for (std::size_t i = 0; i < small.size(); ++i) small[i] = static_cast<float>(i % 251);
+  for (DType dtype : {DType::u8, DType::bf16, DType::flex16}) {
+    Array m = Array::from_floats(small, {40, 70}, dtype, device());
+    EXPECT_EQ(m.T().clone().to_doubles(), m.copy_to(Device::cpu()).T().clone().to_doubles())
+        << dtype_name(dtype);
+  }
+}
+
 TEST(ArrayData, Factories) {
   EXPECT_EQ(Array::zeros({2, 3}, DType::i32, device()).to_doubles(), std::vector<double>(6, 0));
   EXPECT_EQ(Array::ones({4}, DType::bf16, device()).to_doubles(), std::vector<double>(4, 1));
