@@ -1,0 +1,170 @@
+// Built-in neurons, written in the neuron language. The equations follow SpikingJelly's
+// (activation_based/neuron.py and functional/neuron.py); variants are scalar 1/0 flags read with
+// where(), so one text covers them all: decay_input, soft_reset (what SpikingJelly spells
+// v_reset=None; the charge then uses v_reset = 0) and detach_reset.
+#include <array>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/text.hpp"
+#include "flexkit/neuron_language.hpp"
+
+namespace flexkit {
+
+namespace {
+
+constexpr std::string_view kIf = R"(# Integrate-and-fire (SpikingJelly IFNode).
+neuron if(x; v) -> s {
+  param v_threshold = 1.0;
+  param v_reset = 0.0;
+  param soft_reset = 0;    # 1: subtract the threshold instead of resetting to v_reset
+  param detach_reset = 0;  # 1: no gradient through the reset
+  h = v + x;
+  s = spike(h - v_threshold, sigmoid(4));
+  sd = where(detach_reset, detach(s), s);
+  v = where(soft_reset, h - sd * v_threshold, sd * v_reset + (1 - sd) * h);
+}
+)";
+
+constexpr std::string_view kLif = R"(# Leaky integrate-and-fire (SpikingJelly LIFNode).
+neuron lif(x; v) -> s {
+  param tau = 2.0;
+  param decay_input = 1;   # 1: the input is divided by tau too
+  param v_threshold = 1.0;
+  param v_reset = 0.0;
+  param soft_reset = 0;
+  param detach_reset = 0;
+  vr = where(soft_reset, 0, v_reset);
+  h = where(decay_input, v + (x - (v - vr)) / tau, v - (v - vr) / tau + x);
+  s = spike(h - v_threshold, sigmoid(4));
+  sd = where(detach_reset, detach(s), s);
+  v = where(soft_reset, h - sd * v_threshold, sd * v_reset + (1 - sd) * h);
+}
+)";
+
+// w's default is -log(init_tau - 1) for SpikingJelly's init_tau = 2, so that 1/tau = sig(w).
+constexpr std::string_view kPlif = R"(# Parametric LIF (SpikingJelly ParametricLIFNode).
+neuron plif(x; v) -> s {
+  learnable param w = 0.0;  # 1/tau = sig(w); -log(init_tau - 1) with init_tau = 2
+  param decay_input = 1;
+  param v_threshold = 1.0;
+  param v_reset = 0.0;
+  param soft_reset = 0;
+  param detach_reset = 0;
+  vr = where(soft_reset, 0, v_reset);
+  k = sig(w);
+  h = where(decay_input, v + (x - (v - vr)) * k, v - (v - vr) * k + x);
+  s = spike(h - v_threshold, sigmoid(4));
+  sd = where(detach_reset, detach(s), s);
+  v = where(soft_reset, h - sd * v_threshold, sd * v_reset + (1 - sd) * h);
+}
+)";
+
+// Adaptive threshold: a is a spike trace that decays with tau_a and raises the threshold by
+// beta * a (the LIF charge, and the reset against the raised threshold when soft).
+constexpr std::string_view kAlif = R"(# Adaptive-threshold LIF.
+neuron alif(x; v, a) -> s {
+  param tau = 2.0;
+  param tau_a = 20.0;
+  param beta = 0.5;
+  param decay_input = 1;
+  param v_threshold = 1.0;
+  param v_reset = 0.0;
+  param soft_reset = 0;
+  param detach_reset = 0;
+  vr = where(soft_reset, 0, v_reset);
+  h = where(decay_input, v + (x - (v - vr)) / tau, v - (v - vr) / tau + x);
+  theta = v_threshold + beta * a;
+  s = spike(h - theta, sigmoid(4));
+  sd = where(detach_reset, detach(s), s);
+  v = where(soft_reset, h - sd * theta, sd * v_reset + (1 - sd) * h);
+  a = a + (s - a) / tau_a;
+}
+)";
+
+// AdaptBaseNode order: charge, adaptation (on the charged h), fire, reset (w jumps by b).
+constexpr std::string_view kIzhikevich = R"(# Izhikevich (SpikingJelly IzhikevichNode).
+neuron izhikevich(x; v, w) -> s {
+  param tau = 2.0;
+  param v_c = 0.8;
+  param a0 = 1.0;
+  param v_threshold = 1.0;
+  param v_reset = 0.0;
+  param v_rest = -0.1;
+  param w_rest = 0.0;  # the initial value of w
+  param tau_w = 2.0;
+  param a = 0.0;
+  param b = 0.0;
+  param soft_reset = 0;
+  param detach_reset = 0;
+  h = v + (x + a0 * (v - v_rest) * (v - v_c) - w) / tau;
+  wa = w + (a * (h - v_rest) - w) / tau_w;
+  s = spike(h - v_threshold, sigmoid(4));
+  sd = where(detach_reset, detach(s), s);
+  v = where(soft_reset, h - sd * v_threshold, sd * v_reset + (1 - sd) * h);
+  w = wa + b * sd;
+}
+)";
+
+constexpr std::string_view kEif = R"(# Exponential integrate-and-fire (SpikingJelly EIFNode).
+neuron eif(x; v) -> s {
+  param tau = 2.0;
+  param delta_T = 1.0;
+  param theta_rheobase = 0.8;
+  param v_threshold = 1.0;
+  param v_rest = 0.0;
+  param v_reset = -0.1;
+  param soft_reset = 0;
+  param detach_reset = 0;
+  h = v + (x + v_rest - v + delta_T * exp((v - theta_rheobase) / delta_T)) / tau;
+  s = spike(h - v_threshold, sigmoid(4));
+  sd = where(detach_reset, detach(s), s);
+  v = where(soft_reset, h - sd * v_threshold, sd * v_reset + (1 - sd) * h);
+}
+)";
+
+constexpr std::string_view kQif = R"(# Quadratic integrate-and-fire (SpikingJelly QIFNode).
+neuron qif(x; v) -> s {
+  param tau = 2.0;
+  param v_c = 0.8;
+  param a0 = 1.0;
+  param v_threshold = 1.0;
+  param v_rest = 0.0;
+  param v_reset = -0.1;
+  param soft_reset = 0;
+  param detach_reset = 0;
+  h = v + (x + a0 * (v - v_rest) * (v - v_c)) / tau;
+  s = spike(h - v_threshold, sigmoid(4));
+  sd = where(detach_reset, detach(s), s);
+  v = where(soft_reset, h - sd * v_threshold, sd * v_reset + (1 - sd) * h);
+}
+)";
+
+constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kBuiltins = {{
+    {"if", kIf},
+    {"lif", kLif},
+    {"plif", kPlif},
+    {"alif", kAlif},
+    {"izhikevich", kIzhikevich},
+    {"eif", kEif},
+    {"qif", kQif},
+}};
+
+}  // namespace
+
+std::string_view builtin_neuron_source(std::string_view name) {
+  for (const auto& [builtin, source] : kBuiltins)
+    if (builtin == name) return source;
+  std::string names;
+  for (const auto& entry : kBuiltins) names += detail::cat(names.empty() ? "" : ", ", entry.first);
+  throw NeuronError(detail::cat("no built-in neuron '", name, "'; built-ins: ", names), 0, 0);
+}
+
+std::vector<std::string> builtin_neuron_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : kBuiltins) names.emplace_back(entry.first);
+  return names;
+}
+
+}  // namespace flexkit
