@@ -140,6 +140,20 @@ void emit_kernel_preamble(CodeStream& os, const std::string& title, const std::s
   os.line("typedef ", index64 ? "int64_t" : "int32_t", " Off;");
 }
 
+const char* access_code(Access a) {
+  switch (a) {
+    case Access::unit:
+      return "u";
+    case Access::zero:
+      return "z";
+    case Access::other:
+      return "o";
+    case Access::uniform:
+      return "s";
+  }
+  return "?";
+}
+
 std::string program_error(const ir::Program& program) {
   if (program.code.empty()) return "the program has no instructions";
   const auto n = static_cast<std::int32_t>(program.code.size());
@@ -161,20 +175,6 @@ std::string program_error(const ir::Program& program) {
 }
 
 namespace {
-
-const char* access_name(Access a) {
-  switch (a) {
-    case Access::unit:
-      return "u";
-    case Access::zero:
-      return "z";
-    case Access::other:
-      return "o";
-    case Access::uniform:
-      return "s";
-  }
-  return "?";
-}
 
 const char* kind_name(KernelKind k) {
   switch (k) {
@@ -472,9 +472,9 @@ std::string make_key(const ExprKernel& k, const ir::Program& body) {
   key << "|r" << static_cast<long long>(k.args.rank) << (k.index64 ? "|i64" : "|i32") << "|e"
       << static_cast<long long>(k.elements_per_thread);
   if (k.descriptors_in_memory) key << "|dm";
-  key << "|t" << dtype_name(k.target_dtype) << ':' << access_name(k.target_access) << "|o";
+  key << "|t" << dtype_name(k.target_dtype) << ':' << access_code(k.target_access) << "|o";
   for (std::size_t i = 0; i < k.access.size(); ++i)
-    key << dtype_name(k.operand_dtypes[i]) << ':' << access_name(k.access[i]) << ',';
+    key << dtype_name(k.operand_dtypes[i]) << ':' << access_code(k.access[i]) << ',';
   key << "|s" << static_cast<long long>(body.scalars.size()) << "|c";
   for (const ir::Instr& in : body.code) {
     key << op_info(in.op).name;

@@ -150,6 +150,9 @@ const char* reduce_policy(ir::Op op);
 // whose operand / scalar slot exists; else what is wrong.
 std::string program_error(const ir::Program& program);
 
+// One letter per access class, as it appears in structural cache keys.
+const char* access_code(Access a);
+
 // The opening every generated expression kernel shares: a title comment, the structural key,
 // the device helpers, a check that the parameter structs match the host's, and the index types.
 void emit_kernel_preamble(CodeStream& os, const std::string& title, const std::string& key,

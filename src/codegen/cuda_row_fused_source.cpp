@@ -45,20 +45,6 @@ bool aligned(const void* data, DType dtype, const StridedLayout& row_space) {
   return true;
 }
 
-const char* access_code(Access a) {
-  switch (a) {
-    case Access::unit:
-      return "u";
-    case Access::zero:
-      return "z";
-    case Access::other:
-      return "o";
-    case Access::uniform:
-      return "s";
-  }
-  return "?";
-}
-
 std::string make_key(const RowFusedKernel& k, const ir::Plan& plan) {
   using std::to_string;
   std::string key = "rf1|P" + to_string(k.per_thread) + "|r" + to_string(k.args.rank) +
