@@ -3,10 +3,11 @@
 // Grammar (EBNF; `#` and `//` start comments running to the end of the line):
 //
 //   neuron     = "neuron" IDENT "(" idents [ ";" [ idents ] ] ")" "->" outputs
-//                "{" { param } { assignment } "}" END ;
+//                "{" { param | init } { assignment } "}" END ;
 //   idents     = IDENT { "," IDENT } ;                      (inputs: at least one)
 //   outputs    = IDENT | "(" idents ")" ;
 //   param      = [ "learnable" ] "param" IDENT [ "[" "]" ] "=" [ "+" | "-" ] NUMBER ";" ;
+//   init       = "init" IDENT "=" expr ";" ;     (a state's value before the first step)
 //   assignment = IDENT "=" expr ";" ;
 //   expr       = sum { ( "<" | "<=" | ">" | ">=" | "==" | "!=" ) sum } ;   (true 1.0, false 0.0)
 //   sum        = term { ( "+" | "-" ) term } ;
@@ -22,7 +23,7 @@
 // FUNCTION (arity): abs sqr sqrt exp exp2 log log2 sig sig2 tanh tanh2 reciprocal floor ceil
 // sign (1); pow maximum minimum (2); clip where (3). SURROGATE (default α): sigmoid (4), atan (2),
 // piecewise_quadratic (1), piecewise_exp (1), soft_sign (2), super_spike (1), erf (2).
-// Keywords `neuron`, `param` and `learnable` cannot name values.
+// Keywords `neuron`, `param`, `learnable` and `init` cannot name values.
 //
 // A number must be followed by neither a letter, a digit nor '.' ("12abc", "1.2.3" are errors),
 // and must be representable as a finite, non-underflowing double.
@@ -31,6 +32,8 @@
 // its assignment sees the previous step's value, after it the new value; every state must be
 // assigned at least once, and so must every output. Any other assigned name is a temporary and
 // must be assigned before it is read. Parameters are declared before the first assignment.
+// A state without `init` starts at 0 when the caller gives no initial value; an init value reads
+// only numbers and fixed (not learnable, not per-neuron) scalar parameters declared before it.
 //
 // Limits (so that no input crashes, hangs or exhausts the stack): kMaxNeuronSourceBytes of text
 // and expressions at most kMaxNeuronExprDepth deep.

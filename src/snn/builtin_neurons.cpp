@@ -20,6 +20,7 @@ neuron if(x; v) -> s {
   param v_reset = 0.0;
   param soft_reset = 0;    # 1: subtract the threshold instead of resetting to v_reset
   param detach_reset = 0;  # 1: no gradient through the reset
+  init v = where(soft_reset, 0, v_reset);  # SpikingJelly: v_reset, or 0 with soft reset
   h = v + x;
   s = spike(h - v_threshold, sigmoid(4));
   sd = where(detach_reset, detach(s), s);
@@ -35,6 +36,7 @@ neuron lif(x; v) -> s {
   param v_reset = 0.0;
   param soft_reset = 0;
   param detach_reset = 0;
+  init v = where(soft_reset, 0, v_reset);  # SpikingJelly: v_reset, or 0 with soft reset
   vr = where(soft_reset, 0, v_reset);
   h = where(decay_input, v + (x - (v - vr)) / tau, v - (v - vr) / tau + x);
   s = spike(h - v_threshold, sigmoid(4));
@@ -52,6 +54,7 @@ neuron plif(x; v) -> s {
   param v_reset = 0.0;
   param soft_reset = 0;
   param detach_reset = 0;
+  init v = where(soft_reset, 0, v_reset);  # SpikingJelly: v_reset, or 0 with soft reset
   vr = where(soft_reset, 0, v_reset);
   k = sig(w);
   h = where(decay_input, v + (x - (v - vr)) * k, v - (v - vr) * k + x);
@@ -73,6 +76,7 @@ neuron alif(x; v, a) -> s {
   param v_reset = 0.0;
   param soft_reset = 0;
   param detach_reset = 0;
+  init v = where(soft_reset, 0, v_reset);  # SpikingJelly: v_reset, or 0 with soft reset
   vr = where(soft_reset, 0, v_reset);
   h = where(decay_input, v + (x - (v - vr)) / tau, v - (v - vr) / tau + x);
   theta = v_threshold + beta * a;
@@ -98,12 +102,16 @@ neuron izhikevich(x; v, w) -> s {
   param b = 0.0;
   param soft_reset = 0;
   param detach_reset = 0;
+  init v = where(soft_reset, 0, v_reset);  # SpikingJelly: v_reset, or 0 with soft reset
+  init w = w_rest;
   h = v + (x + a0 * (v - v_rest) * (v - v_c) - w) / tau;
   wa = w + (a * (h - v_rest) - w) / tau_w;
   s = spike(h - v_threshold, sigmoid(4));
   sd = where(detach_reset, detach(s), s);
-  v = where(soft_reset, h - sd * v_threshold, sd * v_reset + (1 - sd) * h);
-  w = wa + b * sd;
+  # As SpikingJelly's AdaptBaseNode: the hard reset's v_reset term and w's jump use the
+  # undetached spike.
+  v = where(soft_reset, h - sd * v_threshold, s * v_reset + (1 - sd) * h);
+  w = wa + b * s;
 }
 )";
 
@@ -111,13 +119,14 @@ constexpr std::string_view kEif = R"(# Exponential integrate-and-fire (SpikingJe
 neuron eif(x; v) -> s {
   param tau = 2.0;
   param delta_T = 1.0;
-  param theta_rheobase = 0.8;
+  param theta_rh = 0.8;
   param v_threshold = 1.0;
   param v_rest = 0.0;
   param v_reset = -0.1;
   param soft_reset = 0;
   param detach_reset = 0;
-  h = v + (x + v_rest - v + delta_T * exp((v - theta_rheobase) / delta_T)) / tau;
+  init v = where(soft_reset, 0, v_reset);  # SpikingJelly: v_reset, or 0 with soft reset
+  h = v + (x + v_rest - v + delta_T * exp((v - theta_rh) / delta_T)) / tau;
   s = spike(h - v_threshold, sigmoid(4));
   sd = where(detach_reset, detach(s), s);
   v = where(soft_reset, h - sd * v_threshold, sd * v_reset + (1 - sd) * h);
@@ -134,6 +143,7 @@ neuron qif(x; v) -> s {
   param v_reset = -0.1;
   param soft_reset = 0;
   param detach_reset = 0;
+  init v = where(soft_reset, 0, v_reset);  # SpikingJelly: v_reset, or 0 with soft reset
   h = v + (x + a0 * (v - v_rest) * (v - v_c)) / tau;
   s = spike(h - v_threshold, sigmoid(4));
   sd = where(detach_reset, detach(s), s);

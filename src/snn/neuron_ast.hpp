@@ -92,12 +92,21 @@ struct Statement {
   SourcePos pos;
 };
 
+// `init state = value;`: the state's value before the first step when the caller gives none.
+// The value reads only numbers and fixed scalar parameters.
+struct StateInit {
+  std::string state;
+  ExprPtr value;
+  SourcePos pos;
+};
+
 struct NeuronSpec {
   std::string name;
   std::vector<std::string> inputs;
   std::vector<std::string> states;
   std::vector<std::string> outputs;
   std::vector<Param> params;
+  std::vector<StateInit> inits;  // in declaration order; states without one start at 0
   std::vector<Statement> statements;
   SourcePos pos;  // of the neuron's name
 };
@@ -107,6 +116,7 @@ struct NeuronSpec {
 bool operator==(const Expr& a, const Expr& b);
 bool operator==(const Param& a, const Param& b);
 bool operator==(const Statement& a, const Statement& b);
+bool operator==(const StateInit& a, const StateInit& b);
 bool operator==(const NeuronSpec& a, const NeuronSpec& b);
 
 // Names as written in the language.

@@ -54,7 +54,7 @@ std::string supported_surrogates() {
 }
 
 bool is_keyword(std::string_view name) {
-  return name == "neuron" || name == "param" || name == "learnable";
+  return name == "neuron" || name == "param" || name == "learnable" || name == "init";
 }
 
 // What a name currently denotes while the body is being read.
@@ -100,11 +100,13 @@ class Parser {
       const Token& t = peek();
       if (t.kind == TokenKind::kIdent && (t.text == "param" || t.text == "learnable")) {
         parse_param();
+      } else if (t.kind == TokenKind::kIdent && t.text == "init") {
+        parse_init();
       } else if (t.kind == TokenKind::kIdent) {
         parse_assignment();
       } else {
         fail(context_, t.pos,
-             detail::cat("expected a statement ('param' or NAME = ...;) or '}', found ",
+             detail::cat("expected a statement ('param', 'init' or NAME = ...;) or '}', found ",
                          describe(t)));
       }
     }
@@ -214,6 +216,51 @@ class Parser {
     param.default_value = sign * expect(TokenKind::kNumber, "a number (the default value)").number;
     expect(TokenKind::kSemicolon, "';' after the parameter");
     spec_.params.push_back(std::move(param));
+  }
+
+  void parse_init() {
+    const Token& first = next();
+    if (!spec_.statements.empty()) {
+      fail(context_, first.pos,
+           "initial values must be declared before the first assignment (move this 'init' up)");
+    }
+    const Token& name = expect(TokenKind::kIdent, "the state's name");
+    auto found = names_.find(std::string(name.text));
+    if (found == names_.end() || found->second.binding != Binding::kState)
+      fail(context_, name.pos, detail::cat("'init' names a state; '", name.text, "' is not one"));
+    for (const StateInit& other : spec_.inits) {
+      if (other.state == name.text)
+        fail(context_, name.pos,
+             detail::cat("duplicate 'init' for state '", name.text, "' (first at line ",
+                         other.pos.line, ":", other.pos.column, ")"));
+    }
+    StateInit init;
+    init.state = std::string(name.text);
+    init.pos = name.pos;
+    expect(TokenKind::kAssign, "'=' and the state's initial value");
+    init.value = parse_expr();
+    expect(TokenKind::kSemicolon, "';' or an operator");
+    check_init_value(*init.value);
+    spec_.inits.push_back(std::move(init));
+  }
+
+  // An initial value is computed once on the host, before any step: it may read numbers and
+  // fixed scalar parameters only.
+  void check_init_value(const Expr& e) {
+    if (e.kind == ExprKind::kName) {
+      const Param* param = nullptr;
+      for (const Param& p : spec_.params)
+        if (p.name == e.name) param = &p;
+      if (!param)
+        fail(context_, e.pos,
+             detail::cat("an initial value may read only numbers and parameters; '", e.name,
+                         "' is ", binding_word(names_.at(e.name).binding)));
+      if (param->learnable || param->per_neuron)
+        fail(context_, e.pos,
+             detail::cat("an initial value may read only fixed scalar parameters; '", e.name,
+                         "' is ", param->learnable ? "learnable" : "per-neuron"));
+    }
+    for (const ExprPtr& arg : e.args) check_init_value(*arg);
   }
 
   void parse_assignment() {

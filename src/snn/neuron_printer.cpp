@@ -175,9 +175,14 @@ bool operator==(const Statement& a, const Statement& b) {
   return a.target == b.target && a.target_kind == b.target_kind && *a.value == *b.value;
 }
 
+bool operator==(const StateInit& a, const StateInit& b) {
+  return a.state == b.state && *a.value == *b.value;
+}
+
 bool operator==(const NeuronSpec& a, const NeuronSpec& b) {
   return a.name == b.name && a.inputs == b.inputs && a.states == b.states &&
-         a.outputs == b.outputs && a.params == b.params && a.statements == b.statements;
+         a.outputs == b.outputs && a.params == b.params && a.inits == b.inits &&
+         a.statements == b.statements;
 }
 
 namespace {
@@ -297,6 +302,11 @@ std::string to_string(const snn::NeuronSpec& spec) {
     out += detail::cat("  ", param.learnable ? "learnable " : "", "param ", param.name,
                        param.per_neuron ? "[]" : "", " = ", snn::number_text(param.default_value),
                        ";\n");
+  }
+  for (const snn::StateInit& init : spec.inits) {
+    out += detail::cat("  init ", init.state, " = ");
+    snn::print(*init.value, out);
+    out += ";\n";
   }
   for (const snn::Statement& statement : spec.statements) {
     out += detail::cat("  ", statement.target, " = ");

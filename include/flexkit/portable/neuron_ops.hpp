@@ -1,0 +1,58 @@
+// The two neuron-specific ops of FlexSN bodies (SPEC §5), defined once for the CPU interpreter
+// and generated CUDA kernels: the spike (Heaviside) and its surrogate derivatives.
+#pragma once
+#include "flexkit/portable/config.hpp"
+#include "flexkit/portable/ew_ops.hpp"
+
+namespace flexkit::portable {
+
+// Same order as snn::Surrogate.
+enum SurrogateKind {
+  kSurrogateSigmoid = 0,
+  kSurrogateAtan = 1,
+  kSurrogatePiecewiseQuadratic = 2,
+  kSurrogatePiecewiseExp = 3,
+  kSurrogateSoftSign = 4,
+  kSurrogateSuperSpike = 5,
+  kSurrogateErf = 6,
+};
+
+// Forward of spike(z): 1 where z >= 0, else 0 (NaN gives 0).
+FLEXKIT_HD float ew_spike(float z) {
+  return z >= 0.0f ? 1.0f : 0.0f;
+}
+
+// d spike / dz as the surrogate defines it (SpikingJelly's formulas).
+FLEXKIT_HD float ew_surrogate_grad(int kind, float alpha, float z) {
+  const float az = FLEXKIT_MATHF(fabs)(z);
+  switch (kind) {
+    case kSurrogateSigmoid: {
+      const float s = ew_sig(alpha * z);
+      return alpha * s * (1.0f - s);
+    }
+    case kSurrogateAtan: {
+      const float u = 1.5707963267948966f * alpha * z;
+      return 0.5f * alpha / (1.0f + u * u);
+    }
+    case kSurrogatePiecewiseQuadratic: {
+      const float g = alpha - alpha * alpha * az;
+      return g > 0.0f ? g : 0.0f;
+    }
+    case kSurrogatePiecewiseExp:
+      return 0.5f * alpha * FLEXKIT_MATHF(exp)(-alpha * az);
+    case kSurrogateSoftSign: {
+      const float d = 1.0f / alpha + az;
+      return 1.0f / (2.0f * alpha * d * d);
+    }
+    case kSurrogateSuperSpike: {
+      const float d = az + 1.0f;
+      return alpha / (d * d);
+    }
+    default: {  // kSurrogateErf
+      const float u = alpha * z;
+      return alpha * 0.5641895835477563f * FLEXKIT_MATHF(exp)(-u * u);
+    }
+  }
+}
+
+}  // namespace flexkit::portable

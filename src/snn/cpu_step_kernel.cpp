@@ -1,0 +1,210 @@
+// The CPU backend of step kernels: neurons in blocks of kLanes, split over the worker threads;
+// within a block the program runs one instruction at a time over all lanes (loops the compiler
+// vectorises), for every step, with the carried values held in the block's buffers.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "backend/cpu/thread_pool.hpp"
+#include "core/storage.hpp"
+#include "flexkit/error.hpp"
+#include "flexkit/portable/ew_ops.hpp"
+#include "snn/step_eval.hpp"
+#include "snn/step_kernel.hpp"
+
+namespace flexkit::snn {
+
+namespace {
+
+namespace p = ::flexkit::portable;
+constexpr std::int64_t kLanes = 256;
+
+void load_lanes(const Array& a, std::int64_t offset, int lanes, float* out) {
+  switch (a.dtype()) {
+    case DType::f32: {
+      const float* src = static_cast<const float*>(a.data()) + offset;
+      std::memcpy(out, src, static_cast<std::size_t>(lanes) * sizeof(float));
+      break;
+    }
+    case DType::bf16: {
+      const auto* src = static_cast<const std::uint16_t*>(a.data()) + offset;
+      for (int l = 0; l < lanes; ++l) out[l] = p::load_bf16(src[l]);
+      break;
+    }
+    case DType::flex16: {
+      const auto* src = static_cast<const std::int16_t*>(a.data()) + offset;
+      const int iwl = a.iwl();
+      for (int l = 0; l < lanes; ++l) out[l] = p::load_flex16(src[l], iwl);
+      break;
+    }
+    case DType::u8: {
+      const auto* src = static_cast<const std::uint8_t*>(a.data()) + offset;
+      for (int l = 0; l < lanes; ++l) out[l] = p::load_u8(src[l]);
+      break;
+    }
+    case DType::f64: {
+      const double* src = static_cast<const double*>(a.data()) + offset;
+      for (int l = 0; l < lanes; ++l) out[l] = p::load_f64(src[l]);
+      break;
+    }
+    default:
+      throw DTypeError("step kernel: unsupported sequence dtype");
+  }
+}
+
+void store_lanes(const Array& a, std::int64_t offset, int lanes, const float* in,
+                 p::Flex16Stats& stats) {
+  switch (a.dtype()) {
+    case DType::f32:
+      std::memcpy(static_cast<float*>(a.data()) + offset, in,
+                  static_cast<std::size_t>(lanes) * sizeof(float));
+      break;
+    case DType::bf16: {
+      auto* dst = static_cast<std::uint16_t*>(a.data()) + offset;
+      for (int l = 0; l < lanes; ++l) dst[l] = p::store_bf16(in[l]);
+      break;
+    }
+    case DType::flex16: {
+      auto* dst = static_cast<std::int16_t*>(a.data()) + offset;
+      const int iwl = a.iwl();
+      for (int l = 0; l < lanes; ++l) {
+        const p::Flex16Code c = p::flex16_encode(in[l], iwl);
+        dst[l] = c.m;
+        const int m = c.m < 0 ? -int(c.m) : int(c.m);
+        stats.max_abs_m = std::max(stats.max_abs_m, m);
+        stats.saturated += c.saturated ? 1 : 0;
+        stats.nan_count += p::is_nan(in[l]) ? 1 : 0;
+      }
+      break;
+    }
+    case DType::u8: {
+      auto* dst = static_cast<std::uint8_t*>(a.data()) + offset;
+      for (int l = 0; l < lanes; ++l) dst[l] = p::store_u8(in[l]);
+      break;
+    }
+    default:
+      throw DTypeError("step kernel: unsupported sequence dtype");
+  }
+}
+
+// One instruction over `lanes` lanes. The switch is outside the lane loops so each loop is a
+// plain vectorisable kernel.
+void run_instr(const StepInstr& in, int lanes, const float* a, const float* b, const float* c,
+               float* out) {
+#define FLEXKIT_LANES(expr)                          \
+  for (int l = 0; l < lanes; ++l) out[l] = (expr); \
+  break
+  switch (in.op) {
+    case StepOp::add:
+      FLEXKIT_LANES(a[l] + b[l]);
+    case StepOp::sub:
+      FLEXKIT_LANES(a[l] - b[l]);
+    case StepOp::mul:
+      FLEXKIT_LANES(a[l] * b[l]);
+    case StepOp::div:
+      FLEXKIT_LANES(a[l] / b[l]);
+    case StepOp::neg:
+      FLEXKIT_LANES(-a[l]);
+    case StepOp::spike:
+      FLEXKIT_LANES(p::ew_spike(a[l]));
+    case StepOp::where:
+      FLEXKIT_LANES(a[l] != 0 ? b[l] : c[l]);
+    default:
+      for (int l = 0; l < lanes; ++l)
+        out[l] = eval_step_op(in, a ? a[l] : 0.0f, b ? b[l] : 0.0f, c ? c[l] : 0.0f);
+      break;
+  }
+#undef FLEXKIT_LANES
+}
+
+}  // namespace
+
+void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
+  const std::int64_t n = launch.neurons, steps = launch.steps;
+  if (n == 0) return;
+  const std::size_t values = k.body.instrs.size();
+  const std::int64_t blocks = (n + kLanes - 1) / kLanes;
+  std::mutex stats_mutex;
+  std::vector<p::Flex16Stats> stats(k.seq_out.size(), p::Flex16Stats{0, 0, 0});
+
+  backend::cpu::parallel_for(blocks, 1, [&](std::int64_t first, std::int64_t last) {
+    std::vector<float> reg(values * kLanes);
+    std::vector<float> carried(k.carried.size() * kLanes);
+    std::vector<p::Flex16Stats> local(k.seq_out.size(), p::Flex16Stats{0, 0, 0});
+    auto lane_ptr = [&](int id) { return reg.data() + static_cast<std::size_t>(id) * kLanes; };
+    for (std::int64_t block = first; block < last; ++block) {
+      const std::int64_t n0 = block * kLanes;
+      const int lanes = static_cast<int>(std::min<std::int64_t>(kLanes, n - n0));
+      for (std::size_t c = 0; c < k.carried.size(); ++c) {
+        float* dst = carried.data() + c * kLanes;
+        const Array& init = launch.carried_init[c];
+        if (init.defined())
+          load_lanes(init, n0, lanes, dst);
+        else
+          std::fill(dst, dst + lanes, k.carried[c].init_value);
+      }
+      // Constants and parameters do not change over the steps.
+      for (std::size_t i = 0; i < values; ++i) {
+        const StepInstr& in = k.body.instrs[i];
+        float* dst = lane_ptr(static_cast<int>(i));
+        if (in.op == StepOp::constant) std::fill(dst, dst + lanes, in.constant);
+        if (in.op == StepOp::param) {
+          const Array& param = launch.params[static_cast<std::size_t>(in.slot)];
+          if (k.params[static_cast<std::size_t>(in.slot)].per_neuron)
+            load_lanes(param, n0, lanes, dst);
+          else
+            std::fill(dst, dst + lanes, static_cast<const float*>(param.data())[0]);
+        }
+      }
+      for (std::int64_t step = 0; step < steps; ++step) {
+        const std::int64_t t = k.reverse ? steps - 1 - step : step;
+        const std::int64_t base = t * n + n0;
+        for (std::size_t i = 0; i < values; ++i) {
+          const StepInstr& in = k.body.instrs[i];
+          float* dst = lane_ptr(static_cast<int>(i));
+          switch (in.op) {
+            case StepOp::constant:
+            case StepOp::param:
+              break;
+            case StepOp::seq_in:
+              load_lanes(launch.seq_in[static_cast<std::size_t>(in.slot)], base, lanes, dst);
+              break;
+            case StepOp::carried:
+              std::memcpy(dst, carried.data() + static_cast<std::size_t>(in.slot) * kLanes,
+                          static_cast<std::size_t>(lanes) * sizeof(float));
+              break;
+            default: {
+              const int arity = step_op_arity(in.op);
+              run_instr(in, lanes, arity >= 1 ? lane_ptr(in.a) : nullptr,
+                        arity >= 2 ? lane_ptr(in.b) : nullptr,
+                        arity >= 3 ? lane_ptr(in.c) : nullptr, dst);
+            }
+          }
+        }
+        for (std::size_t o = 0; o < k.seq_out.size(); ++o)
+          store_lanes(launch.seq_out[o], base, lanes, lane_ptr(k.seq_out_value[o]), local[o]);
+        for (std::size_t c = 0; c < k.carried.size(); ++c)
+          std::memcpy(carried.data() + c * kLanes, lane_ptr(k.carried_next[c]),
+                      static_cast<std::size_t>(lanes) * sizeof(float));
+      }
+      for (std::size_t c = 0; c < k.carried.size(); ++c) {
+        const Array& final_array = launch.carried_final[c];
+        if (final_array.defined())
+          std::memcpy(static_cast<float*>(final_array.data()) + n0, carried.data() + c * kLanes,
+                      static_cast<std::size_t>(lanes) * sizeof(float));
+      }
+    }
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    for (std::size_t o = 0; o < stats.size(); ++o) {
+      stats[o].max_abs_m = std::max(stats[o].max_abs_m, local[o].max_abs_m);
+      stats[o].saturated += local[o].saturated;
+      stats[o].nan_count += local[o].nan_count;
+    }
+  });
+  for (std::size_t o = 0; o < k.seq_out.size(); ++o)
+    if (launch.seq_out[o].dtype() == DType::flex16)
+      ArrayAccess::storage(launch.seq_out[o]).stats = stats[o];
+}
+
+}  // namespace flexkit::snn

@@ -1,0 +1,372 @@
+// The functional calls: argument checks, dtype conversion, allocation of results, and the
+// launch of the assembled step kernel on the arguments' device.
+#include <algorithm>
+
+#include "core/text.hpp"
+#include "flexkit/error.hpp"
+#include "flexkit/expr.hpp"
+#include "flexkit/neuron.hpp"
+#include "snn/neuron_compiled.hpp"
+#include "snn/neuron_residuals.hpp"
+
+namespace flexkit {
+
+using detail::cat;
+
+namespace {
+
+std::string name_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += cat(out.empty() ? "" : ", ", n);
+  return out.empty() ? "(none)" : out;
+}
+
+std::size_t index_of(const std::vector<std::string>& names, const std::string& name) {
+  return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+}
+
+bool is_float_dtype(DType d) {
+  return d == DType::f32 || d == DType::f64 || d == DType::bf16 || d == DType::flex16;
+}
+
+bool is_sequence_dtype(DType d) {
+  return d == DType::f32 || d == DType::bf16 || d == DType::flex16 || d == DType::u8 ||
+         d == DType::f64;
+}
+
+// A sequence as a kernel reads it: contiguous, f64 converted to f32 (kernels load f32, bf16,
+// flex16 and u8).
+Array as_kernel_sequence(const Array& a) {
+  if (a.dtype() == DType::f64) return evaluate(Expr(a), DType::f32);
+  return a.contiguous();
+}
+
+Array as_f32(const Array& a) {
+  if (a.dtype() == DType::f32) return a.contiguous();
+  return evaluate(Expr(a), DType::f32);
+}
+
+void check_defined(const Array& a, const std::string& what) {
+  if (!a.defined()) throw ValueError(cat(what, " is an empty array handle"));
+}
+
+Array new_sequence(std::int64_t steps, const Shape& shape, DType dtype, int iwl, Device device) {
+  Shape full{steps};
+  full.insert(full.end(), shape.begin(), shape.end());
+  Array a = Array::empty(full, dtype, device);
+  if (dtype == DType::flex16) a.set_iwl(iwl);
+  return a;
+}
+
+void run(const snn::StepKernel& kernel, const snn::StepKernelLaunch& launch, Device device) {
+  if (device.is_cuda())
+    snn::run_step_kernel_cuda(kernel, launch);
+  else
+    snn::run_step_kernel_cpu(kernel, launch);
+}
+
+void check_storage(const NeuronStorage& s) {
+  auto one_of = [](DType d, std::initializer_list<DType> allowed) {
+    return std::find(allowed.begin(), allowed.end(), d) != allowed.end();
+  };
+  if (!one_of(s.sequence_dtype, {DType::f32, DType::bf16, DType::flex16}))
+    throw DTypeError(cat("NeuronStorage::sequence_dtype must be f32, bf16 or flex16, not ",
+                         dtype_name(s.sequence_dtype)));
+  if (!one_of(s.spike_dtype, {DType::f32, DType::bf16, DType::flex16, DType::u8}))
+    throw DTypeError(cat("NeuronStorage::spike_dtype must be f32, bf16, flex16 or u8, not ",
+                         dtype_name(s.spike_dtype)));
+  if (!one_of(s.residual_dtype, {DType::f32, DType::bf16, DType::flex16}))
+    throw DTypeError(cat("NeuronStorage::residual_dtype must be f32, bf16 or flex16, not ",
+                         dtype_name(s.residual_dtype)));
+  if (s.flex16_iwl < kFlex16MinIwl || s.flex16_iwl > kFlex16MaxIwl)
+    throw ValueError(cat("NeuronStorage::flex16_iwl must be in [", kFlex16MinIwl, ", ",
+                         kFlex16MaxIwl, "], got ", s.flex16_iwl));
+}
+
+struct Geometry {
+  std::int64_t steps = 0;
+  Shape shape;  // of one step: the neurons
+  std::int64_t neurons = 0;
+  Device device = Device::cpu();
+};
+
+// Sequences by name: every name known, the same [T, *shape] and device, a float dtype.
+Geometry check_sequences(const std::string& neuron, const NamedArrays& given,
+                         const std::vector<std::string>& names, const char* what,
+                         std::optional<Geometry> expected) {
+  for (const auto& [name, array] : given) {
+    if (index_of(names, name) == names.size())
+      throw ValueError(cat("neuron ", neuron, ": no ", what, " '", name, "'; its ", what,
+                           "s are: ", name_list(names)));
+    check_defined(array, cat(what, " '", name, "'"));
+    if (!is_sequence_dtype(array.dtype()))
+      throw DTypeError(cat("neuron ", neuron, ": ", what, " '", name, "' is ", array.describe(),
+                           "; sequences must be f32, f64, bf16, flex16 or u8"));
+    if (array.rank() < 1)
+      throw ShapeError(cat("neuron ", neuron, ": ", what, " '", name,
+                           "' must be a sequence [T, ...], got ", array.describe()));
+    Geometry g;
+    g.steps = array.dim(0);
+    g.shape = Shape(array.shape().begin() + 1, array.shape().end());
+    g.neurons = shape_numel(g.shape);
+    g.device = array.device();
+    if (!expected) {
+      expected = g;
+      continue;
+    }
+    if (g.device != expected->device)
+      throw DeviceError(cat("neuron ", neuron, ": ", what, " '", name, "' is on ",
+                            g.device.str(), ", the other arguments on ", expected->device.str()));
+    if (g.steps != expected->steps || g.shape != expected->shape) {
+      Shape want{expected->steps};
+      want.insert(want.end(), expected->shape.begin(), expected->shape.end());
+      throw ShapeError(cat("neuron ", neuron, ": ", what, " '", name, "' has shape ",
+                           shape_str(array.shape()), ", expected ", shape_str(want),
+                           " (T and the neuron shape of the other sequences)"));
+    }
+  }
+  if (!expected) throw ValueError(cat("neuron ", neuron, ": no ", what, " sequences given"));
+  return *expected;
+}
+
+// Per-step arrays by name (initial states, final-state gradients): [*shape], converted to f32.
+std::vector<Array> per_neuron_arrays(const std::string& neuron, const NamedArrays& given,
+                                     const std::vector<std::string>& names, const char* what,
+                                     const Geometry& g) {
+  std::vector<Array> out(names.size());
+  for (const auto& [name, array] : given) {
+    const std::size_t i = index_of(names, name);
+    if (i == names.size()) {
+      if (names.empty())
+        throw ValueError(cat("neuron ", neuron, " has no states, but ", what, " '", name,
+                             "' was given"));
+      throw ValueError(cat("neuron ", neuron, ": no state '", name, "' (", what,
+                           "); its states are: ", name_list(names)));
+    }
+    check_defined(array, cat(what, " '", name, "'"));
+    if (!is_float_dtype(array.dtype()) && array.dtype() != DType::u8)
+      throw DTypeError(cat("neuron ", neuron, ": ", what, " '", name, "' is ", array.describe(),
+                           "; expected a float dtype"));
+    if (array.device() != g.device)
+      throw DeviceError(cat("neuron ", neuron, ": ", what, " '", name, "' is on ",
+                            array.device().str(), ", the sequences on ", g.device.str()));
+    if (array.shape() != g.shape)
+      throw ShapeError(cat("neuron ", neuron, ": ", what, " '", name, "' has shape ",
+                           shape_str(array.shape()), ", expected the neuron shape ",
+                           shape_str(g.shape)));
+    out[i] = as_f32(array).reshape({g.neurons});
+  }
+  return out;
+}
+
+// Values of the run-time parameters ([1] or [N] f32), defaults where not given.
+std::vector<Array> runtime_params(const snn::NeuronCompiled& c, const NamedArrays& given,
+                                  const Geometry& g) {
+  const auto& slots = c.step.runtime_params;
+  std::vector<Array> out(slots.size());
+  for (const auto& [name, array] : given) {
+    auto it = std::find_if(slots.begin(), slots.end(),
+                           [&](const snn::ParamSlot& s) { return s.name == name; });
+    if (it == slots.end()) {
+      bool fixed = false;
+      for (const snn::Param& p : c.spec.params) fixed = fixed || p.name == name;
+      if (fixed)
+        throw ValueError(cat("neuron ", c.spec.name, ": parameter '", name,
+                             "' is fixed (compiled into the kernel); set it with "
+                             "Neuron::with(\"",
+                             name, "\", value) instead of passing an array"));
+      std::vector<std::string> names;
+      for (const snn::ParamSlot& s : slots) names.push_back(s.name);
+      throw ValueError(cat("neuron ", c.spec.name, ": no learnable or per-neuron parameter '",
+                           name, "'; these take arrays: ", name_list(names)));
+    }
+    check_defined(array, cat("parameter '", name, "'"));
+    if (!is_float_dtype(array.dtype()))
+      throw DTypeError(cat("neuron ", c.spec.name, ": parameter '", name, "' is ",
+                           array.describe(), "; expected a float dtype"));
+    if (array.device() != g.device)
+      throw DeviceError(cat("neuron ", c.spec.name, ": parameter '", name, "' is on ",
+                            array.device().str(), ", the sequences on ", g.device.str()));
+    const std::size_t slot = static_cast<std::size_t>(it - slots.begin());
+    if (it->per_neuron) {
+      if (array.shape() != g.shape)
+        throw ShapeError(cat("neuron ", c.spec.name, ": per-neuron parameter '", name,
+                             "' has shape ", shape_str(array.shape()),
+                             ", expected the neuron shape ", shape_str(g.shape)));
+      out[slot] = as_f32(array).reshape({g.neurons});
+    } else {
+      if (array.size() != 1)
+        throw ShapeError(cat("neuron ", c.spec.name, ": scalar parameter '", name,
+                             "' must hold one value, got ", array.describe()));
+      out[slot] = as_f32(array).reshape({1});
+    }
+  }
+  for (std::size_t s = 0; s < slots.size(); ++s) {
+    if (out[s].defined()) continue;
+    double value = 0;
+    for (const snn::Param& p : c.spec.params)
+      if (p.name == slots[s].name) value = p.default_value;
+    out[s] = Array::full({slots[s].per_neuron ? g.neurons : 1}, value, DType::f32, g.device);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::size_t residual_bytes(const NeuronResiduals& residuals) {
+  std::size_t bytes = 0;
+  for (const Array& a : residuals.values) bytes += a.nbytes();
+  return bytes;
+}
+
+NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const NamedArrays& inputs,
+                             const NamedArrays& initial_states, const NamedArrays& params,
+                             const NeuronStorage& storage) {
+  const snn::NeuronCompiled& c = neuron.compiled();
+  const std::string& name = c.spec.name;
+  if (kind == NeuronKernelKind::backward)
+    throw ValueError("neuron_forward runs the forward kinds; use neuron_backward for backward");
+  check_storage(storage);
+  const Geometry g = check_sequences(name, inputs, c.spec.inputs, "input", std::nullopt);
+  for (const std::string& input : c.spec.inputs)
+    if (!inputs.count(input))
+      throw ValueError(cat("neuron ", name, ": input '", input, "' is missing; inputs: ",
+                           name_list(c.spec.inputs)));
+  std::vector<Array> init = per_neuron_arrays(name, initial_states, c.spec.states,
+                                              "initial state", g);
+  std::vector<Array> param_values = runtime_params(c, params, g);
+
+  snn::ForwardKernelConfig config;
+  config.kind = kind;
+  config.storage = storage;
+  snn::StepKernelLaunch launch;
+  launch.neurons = g.neurons;
+  launch.steps = g.steps;
+  for (const std::string& input : c.spec.inputs) {
+    Array x = as_kernel_sequence(inputs.at(input));
+    config.input_dtypes.push_back(x.dtype());
+    launch.seq_in.push_back(x.reshape({g.steps, g.neurons}));
+  }
+  const snn::StepKernel kernel = snn::make_forward_kernel(c, config);
+
+  NeuronForward result;
+  std::vector<Array> sequences;  // [T, *shape], in seq_out order
+  for (const snn::SequenceSlot& slot : kernel.seq_out)
+    sequences.push_back(new_sequence(g.steps, g.shape, slot.dtype, storage.flex16_iwl, g.device));
+  for (const Array& s : sequences) launch.seq_out.push_back(s.reshape({g.steps, g.neurons}));
+  for (std::size_t s = 0; s < c.spec.states.size(); ++s) {
+    launch.carried_init.push_back(init[s]);
+    Array final_state = Array::empty(g.shape, DType::f32, g.device);
+    result.final_states.emplace(c.spec.states[s], final_state);
+    launch.carried_final.push_back(final_state.reshape({g.neurons}));
+  }
+  launch.params = param_values;
+  run(kernel, launch, g.device);
+
+  std::size_t next = 0;
+  for (const std::string& output : c.spec.outputs) result.outputs.emplace(output, sequences[next++]);
+  if (snn::writes_state_sequences(config))
+    for (const std::string& state : c.spec.states)
+      result.state_sequences.emplace(state, sequences[next++]);
+  if (kind == NeuronKernelKind::training_forward) {
+    auto residuals = std::make_shared<NeuronResiduals>();
+    residuals->neuron = neuron.compiled_ptr();
+    residuals->neuron_shape = g.shape;
+    residuals->steps = g.steps;
+    residuals->device = g.device;
+    residuals->residual_dtype = storage.residual_dtype;
+    while (next < sequences.size()) residuals->values.push_back(sequences[next++]);
+    residuals->params = param_values;
+    result.residuals = std::move(residuals);
+  }
+  return result;
+}
+
+NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& residuals,
+                                const NamedArrays& grad_outputs,
+                                const NamedArrays& grad_state_sequences,
+                                const NamedArrays& grad_final_states) {
+  const snn::NeuronCompiled& c = neuron.compiled();
+  const std::string& name = c.spec.name;
+  if (residuals.neuron.get() != &c)
+    throw ValueError(cat("neuron ", name, ": these residuals were made by neuron ",
+                         residuals.neuron ? residuals.neuron->spec.name : std::string("?"),
+                         " with other parameter values (a different Neuron object); run "
+                         "neuron_backward with the Neuron that ran the training forward"));
+  Geometry g;
+  g.steps = residuals.steps;
+  g.shape = residuals.neuron_shape;
+  g.neurons = shape_numel(g.shape);
+  g.device = residuals.device;
+  if (!grad_outputs.empty()) check_sequences(name, grad_outputs, c.spec.outputs, "output gradient", g);
+  if (!grad_state_sequences.empty()) {
+    if (c.spec.states.empty())
+      throw ValueError(cat("neuron ", name, " has no states, but state-sequence gradients were given"));
+    check_sequences(name, grad_state_sequences, c.spec.states, "state-sequence gradient", g);
+  }
+  std::vector<Array> grad_final =
+      per_neuron_arrays(name, grad_final_states, c.spec.states, "final-state gradient", g);
+
+  snn::BackwardKernelConfig config;
+  config.residual_dtype = residuals.residual_dtype;
+  snn::StepKernelLaunch launch;
+  launch.neurons = g.neurons;
+  launch.steps = g.steps;
+  for (const Array& r : residuals.values) launch.seq_in.push_back(r.reshape({g.steps, g.neurons}));
+  for (const std::string& output : c.spec.outputs) {
+    auto it = grad_outputs.find(output);
+    if (it == grad_outputs.end()) {
+      config.grad_outputs.push_back(std::nullopt);
+      continue;
+    }
+    Array gs = as_kernel_sequence(it->second);
+    config.grad_outputs.push_back(gs.dtype());
+    launch.seq_in.push_back(gs.reshape({g.steps, g.neurons}));
+  }
+  for (const std::string& state : c.spec.states) {
+    auto it = grad_state_sequences.find(state);
+    if (it == grad_state_sequences.end()) {
+      config.grad_state_seqs.push_back(std::nullopt);
+      continue;
+    }
+    Array gv = as_kernel_sequence(it->second);
+    config.grad_state_seqs.push_back(gv.dtype());
+    launch.seq_in.push_back(gv.reshape({g.steps, g.neurons}));
+  }
+  const snn::StepKernel kernel = snn::make_backward_kernel(c, config);
+
+  NeuronGradients result;
+  for (const std::string& input : c.spec.inputs) {
+    Array gx = new_sequence(g.steps, g.shape, DType::f32, 0, g.device);
+    result.inputs.emplace(input, gx);
+    launch.seq_out.push_back(gx.reshape({g.steps, g.neurons}));
+  }
+  for (std::size_t s = 0; s < c.spec.states.size(); ++s) {
+    launch.carried_init.push_back(grad_final[s]);
+    Array gv0 = Array::empty(g.shape, DType::f32, g.device);
+    result.initial_states.emplace(c.spec.states[s], gv0);
+    launch.carried_final.push_back(gv0.reshape({g.neurons}));
+  }
+  std::vector<Array> partials;
+  for (int slot : snn::learnable_param_slots(c)) {
+    (void)slot;
+    partials.push_back(Array::empty({g.neurons}, DType::f32, g.device));
+    launch.carried_init.emplace_back();
+    launch.carried_final.push_back(partials.back());
+  }
+  launch.params = residuals.params;
+  run(kernel, launch, g.device);
+
+  // A scalar parameter's gradient is the sum of the per-neuron partials (each already summed
+  // over time in a fixed order), reduced in the reduction kernels' fixed order.
+  std::size_t next = 0;
+  for (int slot : snn::learnable_param_slots(c)) {
+    const snn::ParamSlot& p = c.step.runtime_params[static_cast<std::size_t>(slot)];
+    Array partial = partials[next++];
+    result.params.emplace(p.name, p.per_neuron ? partial.reshape(g.shape)
+                                               : evaluate(sum(Expr(partial)), DType::f32));
+  }
+  return result;
+}
+
+}  // namespace flexkit

@@ -1,0 +1,54 @@
+// A neuron after every compile step that does not depend on a call: the checked spec, its
+// lowered step, the residual plan and the states' initial values. Kernels for a call are
+// assembled from it (cheap: a few hundred instructions at most).
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "flexkit/neuron.hpp"
+#include "snn/neuron_ast.hpp"
+#include "snn/neuron_lowering.hpp"
+#include "snn/step_kernel.hpp"
+
+namespace flexkit::snn {
+
+struct NeuronCompiled {
+  NeuronSpec spec;
+  LoweredStep step;
+  std::vector<int> residuals;           // forward value ids stored per neuron-step
+  std::vector<double> initial_values;   // per state
+  std::vector<bool> output_is_spike;    // per output: its value is spike(...), 0 or 1
+};
+
+std::shared_ptr<const NeuronCompiled> compile_neuron(NeuronSpec spec);
+
+// Forward kinds. Slots: seq_in = the inputs; seq_out = the outputs, then (with state sequences)
+// the states, then (training) the residuals; carried = the states; params = the run-time params.
+struct ForwardKernelConfig {
+  NeuronKernelKind kind = NeuronKernelKind::inference;
+  std::vector<DType> input_dtypes;
+  NeuronStorage storage;
+};
+bool writes_state_sequences(const ForwardKernelConfig& config);
+StepKernel make_forward_kernel(const NeuronCompiled& neuron, const ForwardKernelConfig& config);
+
+// Backward. Slots: seq_in = the residuals, then the given output gradients, then the given
+// state-sequence gradients (each in neuron order); seq_out = the input gradients (f32);
+// carried = the state gradients, then one accumulator per learnable parameter.
+struct BackwardKernelConfig {
+  DType residual_dtype = DType::f32;
+  std::vector<std::optional<DType>> grad_outputs;      // per output; nullopt = zero
+  std::vector<std::optional<DType>> grad_state_seqs;   // per state; nullopt = zero
+};
+StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKernelConfig& config);
+
+// The learnable runtime param slots, in order (their accumulators follow the state gradients).
+std::vector<int> learnable_param_slots(const NeuronCompiled& neuron);
+
+// Listing of the forward step and the derived backward step, for introspection.
+std::string describe_forward(const NeuronCompiled& neuron);
+std::string describe_backward(const NeuronCompiled& neuron);
+std::string residual_name(const NeuronCompiled& neuron, int value);
+
+}  // namespace flexkit::snn

@@ -1,0 +1,21 @@
+// What a training forward hands to its backward.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "flexkit/neuron.hpp"
+#include "snn/neuron_compiled.hpp"
+
+namespace flexkit {
+
+struct NeuronResiduals {
+  std::shared_ptr<const snn::NeuronCompiled> neuron;  // the neuron (and bound values) that made them
+  Shape neuron_shape;
+  std::int64_t steps = 0;
+  Device device = Device::cpu();
+  DType residual_dtype = DType::f32;
+  std::vector<Array> values;  // per planned residual: [T, *shape]
+  std::vector<Array> params;  // per run-time parameter: the f32 values the forward read
+};
+
+}  // namespace flexkit

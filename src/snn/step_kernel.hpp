@@ -1,0 +1,146 @@
+// The form every FlexSN kernel kind is lowered to before a backend runs it: a per-neuron loop
+// over T steps whose body is a flat SSA program of float32 scalar ops. The CPU interpreter
+// (snn/cpu_step_kernel.cpp) and the CUDA generator (codegen/cuda_step_kernel_source.cpp) read
+// this one description, so both backends compute the same thing in the same order.
+//
+// Per neuron n (N neurons, T steps, sequences laid out [T, N] contiguous):
+//
+//   carried[k] = carried_init[k] ? carried_init[k][n] : carried[k].init_value
+//   for step in 0..T-1:  t = reverse ? T-1-step : step
+//     value of a seq_in leaf i = load(seq_in[i][t*N + n])       (converted to float)
+//     value of a carried leaf k = carried[k]
+//     value of a param leaf p  = params[p][per_neuron ? n : 0]
+//     run body; seq_out[j][t*N + n] = store(value seq_out_value[j])
+//     carried[k] = value carried_next[k]
+//   carried_final[k][n] = carried[k]   (where a final array is given)
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flexkit/array.hpp"
+#include "snn/neuron_ast.hpp"
+
+namespace flexkit::snn {
+
+enum class StepOp : std::uint8_t {
+  // leaves
+  constant,  // instr.constant
+  seq_in,    // instr.slot indexes StepKernel::seq_in
+  carried,   // instr.slot indexes StepKernel::carried
+  param,     // instr.slot indexes StepKernel::params
+  // unary (a)
+  neg,
+  abs,
+  sqr,
+  sqrt,
+  exp,
+  exp2,
+  log,
+  log2,
+  sig,
+  sig2,
+  tanh,
+  tanh2,
+  reciprocal,
+  floor,
+  ceil,
+  sign,
+  spike,       // Heaviside: 1 if a >= 0 else 0 (NaN gives 0)
+  spike_grad,  // the surrogate's derivative at a (instr.surrogate, instr.alpha)
+  detach,      // identity that stops gradients; never reaches a backend (kernels are built
+               // after differentiation, with every detach replaced by its operand)
+  // binary (a, b)
+  add,
+  sub,
+  mul,
+  div,
+  pow,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,
+  maximum,
+  minimum,
+  // ternary (a, b, c)
+  where,  // a != 0 ? b : c
+  clip,   // min(max(a, b), c)
+};
+
+int step_op_arity(StepOp op);  // 0 for leaves
+const char* step_op_name(StepOp op);
+
+// One SSA instruction; its value id is its index in StepProgram::instrs, and operands always
+// refer to earlier instructions.
+struct StepInstr {
+  StepOp op = StepOp::constant;
+  int a = -1, b = -1, c = -1;
+  float constant = 0;  // StepOp::constant
+  int slot = -1;       // leaves other than constant
+  Surrogate surrogate = Surrogate::kSigmoid;  // spike_grad
+  float alpha = 0;                            // spike_grad
+};
+
+struct StepProgram {
+  std::vector<StepInstr> instrs;
+};
+
+// Storage dtypes of sequences: f32, bf16, flex16 or u8 (u8 stores saturate and truncate, as
+// expression stores do). flex16 slots take their exponent from the array at run time and record
+// statistics into it.
+struct SequenceSlot {
+  std::string name;  // for generated code comments, errors and introspection
+  DType dtype = DType::f32;
+};
+
+struct CarriedSlot {
+  std::string name;
+  float init_value = 0;  // used where no initial array is given
+};
+
+struct ParamSlot {
+  std::string name;
+  bool per_neuron = false;  // else one value for every neuron
+};
+
+struct StepKernel {
+  std::string name;  // e.g. "lif_training_forward"; a C identifier
+  bool reverse = false;
+  std::vector<SequenceSlot> seq_in;
+  std::vector<SequenceSlot> seq_out;
+  std::vector<int> seq_out_value;  // value id stored to each seq_out slot
+  std::vector<CarriedSlot> carried;
+  std::vector<int> carried_next;  // value id each carried value takes after a step
+  std::vector<ParamSlot> params;
+  StepProgram body;
+};
+
+// Readable listing, one instruction per line ("%3 = mul %1, %2"); also the structural identity
+// of a kernel (two kernels with equal listings compute the same thing).
+std::string to_string(const StepKernel& kernel);
+
+// The arrays of one launch. All on one device; sequences are contiguous [T, N] (any shape whose
+// leading axis is T and whose remaining elements count N), in their slot's dtype; carried and
+// params are contiguous f32. An empty (default-constructed) carried_init / carried_final entry
+// means "use init_value" / "do not store".
+struct StepKernelLaunch {
+  std::int64_t neurons = 0;
+  std::int64_t steps = 0;
+  std::vector<Array> seq_in;
+  std::vector<Array> seq_out;
+  std::vector<Array> carried_init;   // [N] f32 or empty
+  std::vector<Array> carried_final;  // [N] f32 or empty
+  std::vector<Array> params;         // [1] or [N] f32
+};
+
+// Backends. Both check nothing beyond what the caller (snn/neuron_api.cpp) guarantees.
+void run_step_kernel_cpu(const StepKernel& kernel, const StepKernelLaunch& launch);
+void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& launch);
+
+// The generated CUDA program for a kernel (what run_step_kernel_cuda compiles); available in
+// every build, for introspection.
+std::string cuda_step_kernel_source(const StepKernel& kernel);
+
+}  // namespace flexkit::snn
