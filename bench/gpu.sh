@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU machine's one command: configure and build with the CUDA backend, run the cuda (and
 # cpu) tests, then the benchmarks beside their peers, and print a short table last.
-# Usage: bench/gpu.sh            (BUILD_DIR=build-gpu by default; logs go to $OUT if set)
+# Usage: bench/gpu.sh            (BUILD_DIR=build-gpu by default; logs go to $OUT if set;
+#                                  TESTS=regex and BENCHES="names" pick subsets)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
@@ -24,21 +25,25 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 
 status=0
 step "tests: cuda"
-ctest --test-dir "$build" -L cuda --output-on-failure 2>&1 | tee "$logs/ctest-cuda.log" || status=1
+ctest --test-dir "$build" -L cuda ${TESTS:+-R "$TESTS"} --output-on-failure 2>&1 | tee "$logs/ctest-cuda.log" || status=1
 step "tests: cpu"
-ctest --test-dir "$build" -L cpu --output-on-failure 2>&1 | tee "$logs/ctest-cpu.log" || status=1
+ctest --test-dir "$build" -L cpu ${TESTS:+-R "$TESTS"} --output-on-failure 2>&1 | tee "$logs/ctest-cpu.log" || status=1
 
 step "benchmarks"
-"$build/bench/bench_copy" 2>&1 | tee "$logs/bench_copy.md" || status=1
-"$build/bench/bench_expr" 2>&1 | tee "$logs/bench_expr.md" || status=1
-PYTHONUNBUFFERED=1 python3 bench/torch_peers.py 2>&1 | tee "$logs/torch_peers.md" || status=1
-"$build/bench/bench_cpu_expr" 2>&1 | tee "$logs/bench_cpu_expr.md" || status=1
+# BENCHES picks a subset (e.g. BENCHES="bench_neuron torch_lif"); all by default.
+benches=${BENCHES:-"bench_copy bench_expr torch_peers bench_cpu_expr bench_neuron torch_lif"}
+for b in $benches; do
+  case $b in
+    torch_*) PYTHONUNBUFFERED=1 python3 "bench/$b.py" 2>&1 | tee "$logs/$b.md" || status=1 ;;
+    *) "$build/bench/$b" 2>&1 | tee "$logs/$b.md" || status=1 ;;
+  esac
+done
 
 step "summary"
 for label in cuda cpu; do
   printf '%-5s tests: %s\n' "$label" "$(grep -E 'tests passed' "$logs/ctest-$label.log" || echo 'no result')"
 done
-for f in bench_copy bench_expr torch_peers bench_cpu_expr; do
+for f in $benches; do
   grep -E '^\|' "$logs/$f.md" || true
   echo
 done

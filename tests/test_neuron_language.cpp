@@ -280,7 +280,8 @@ TEST(NeuronLanguage, SyntaxErrorsSayWhatWasExpectedAndFound) {
             "'extra'");
   // Unterminated input.
   EXPECT_EQ(error_of("neuron n(x) -> s {\n  s = x;\n"),
-            "neuron n, line 3:1: expected a statement ('param' or NAME = ...;) or '}', found end "
+            "neuron n, line 3:1: expected a statement ('param', 'init' or NAME = ...;) or '}', "
+            "found end "
             "of input");
   EXPECT_EQ(error_of("neuron n(x) -> s { s = max(x"),
             "neuron n, line 1:24: unsupported function 'max'; supported: abs, sqr, sqrt, exp, "

@@ -10,5 +10,6 @@ using Args = std::vector<std::string>;
 // Each returns the process exit code.
 int info_command(const Args& args);
 int demo_command(const Args& args);
+int neuron_command(const Args& args);
 
 }  // namespace flexkit::cli

@@ -19,12 +19,14 @@ constexpr Command kCommands[] = {
      flexkit::cli::info_command},
     {"demo", "a short tour of arrays, views, flex16 and .npy files (cpu, and cuda when present)",
      flexkit::cli::demo_command},
+    {"neuron", "show a spiking neuron's generated kernels, or run it over .npy sequences",
+     flexkit::cli::neuron_command},
 };
 
 void usage(std::FILE* out) {
   std::fprintf(out, "usage: flexkit <command> [options]\n\ncommands:\n");
   for (const Command& c : kCommands)
-    std::fprintf(out, "  %-6.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+    std::fprintf(out, "  %-7.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
                  static_cast<int>(c.summary.size()), c.summary.data());
   std::fprintf(out, "\n  flexkit --version | --help\n");
 }

@@ -116,7 +116,8 @@ struct NeuronGradients {
 };
 
 // Runs one of the three forward kinds. `inputs` holds every input sequence by name (same
-// [T, *shape], dtype f32, bf16, flex16 or u8); `initial_states` any subset of the states
+// [T, *shape], dtype f32, bf16, flex16 or u8, or f64 which is converted to f32 first);
+// `initial_states` any subset of the states
 // ([*shape], any float dtype; absent ones start at initial_state_value); `params` values for
 // learnable / per-neuron parameters ([] or [1] for scalars, [*shape] per neuron; absent ones use
 // their defaults). Errors (ShapeError, DTypeError, DeviceError, ValueError) name the argument;

@@ -5,6 +5,7 @@
 #include "backend/strided_ops.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
+#include "snn/step_kernel.hpp"
 
 namespace flexkit {
 namespace {
@@ -90,3 +91,11 @@ bool run_row_fused(const ir::Plan&) {
 }
 
 }  // namespace flexkit::backend::cuda
+
+namespace flexkit::snn {
+
+void run_step_kernel_cuda(const StepKernel&, const StepKernelLaunch&) {
+  unavailable("step kernel on cuda");
+}
+
+}  // namespace flexkit::snn

@@ -144,7 +144,7 @@ std::vector<Array> per_neuron_arrays(const std::string& neuron, const NamedArray
                            "); its states are: ", name_list(names)));
     }
     check_defined(array, cat(what, " '", name, "'"));
-    if (!is_float_dtype(array.dtype()) && array.dtype() != DType::u8)
+    if (!is_float_dtype(array.dtype()))
       throw DTypeError(cat("neuron ", neuron, ": ", what, " '", name, "' is ", array.describe(),
                            "; expected a float dtype"));
     if (array.device() != g.device)
@@ -227,11 +227,11 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
   if (kind == NeuronKernelKind::backward)
     throw ValueError("neuron_forward runs the forward kinds; use neuron_backward for backward");
   check_storage(storage);
-  const Geometry g = check_sequences(name, inputs, c.spec.inputs, "input", std::nullopt);
   for (const std::string& input : c.spec.inputs)
     if (!inputs.count(input))
       throw ValueError(cat("neuron ", name, ": input '", input, "' is missing; inputs: ",
                            name_list(c.spec.inputs)));
+  const Geometry g = check_sequences(name, inputs, c.spec.inputs, "input", std::nullopt);
   std::vector<Array> init = per_neuron_arrays(name, initial_states, c.spec.states,
                                               "initial state", g);
   std::vector<Array> param_values = runtime_params(c, params, g);
@@ -363,8 +363,12 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
   for (int slot : snn::learnable_param_slots(c)) {
     const snn::ParamSlot& p = c.step.runtime_params[static_cast<std::size_t>(slot)];
     Array partial = partials[next++];
-    result.params.emplace(p.name, p.per_neuron ? partial.reshape(g.shape)
-                                               : evaluate(sum(Expr(partial)), DType::f32));
+    if (p.per_neuron)
+      result.params.emplace(p.name, partial.reshape(g.shape));
+    else if (g.neurons == 0)
+      result.params.emplace(p.name, Array::zeros({}, DType::f32, g.device));
+    else
+      result.params.emplace(p.name, evaluate(sum(Expr(partial)), DType::f32).reshape({}));
   }
   return result;
 }

@@ -176,9 +176,36 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   return k;
 }
 
-std::string residual_name(const NeuronCompiled& neuron, int value) {
+namespace {
+
+// A value as an expression over the body's names, e.g. "h - 1" for an unnamed difference.
+std::string value_text(const NeuronCompiled& neuron, int value, int depth) {
   const std::string& name = neuron.step.value_names[static_cast<std::size_t>(value)];
-  return name.empty() ? cat("%", value) : name;
+  if (!name.empty()) return name;
+  const StepInstr& in = neuron.step.body.instrs[static_cast<std::size_t>(value)];
+  if (in.op == StepOp::constant) return cat(in.constant);
+  if (depth > 3) return cat("%", value);
+  auto arg = [&](int id) { return value_text(neuron, id, depth + 1); };
+  const char* infix = in.op == StepOp::add   ? " + "
+                      : in.op == StepOp::sub ? " - "
+                      : in.op == StepOp::mul ? " * "
+                      : in.op == StepOp::div ? " / "
+                                             : nullptr;
+  std::string text;
+  if (infix) {
+    text = cat(arg(in.a), infix, arg(in.b));
+    return depth > 0 ? cat("(", text, ")") : text;
+  }
+  text = cat(step_op_name(in.op), "(");
+  const int arity = step_op_arity(in.op);
+  for (int j = 0; j < arity; ++j) text += cat(j ? ", " : "", arg(j == 0 ? in.a : j == 1 ? in.b : in.c));
+  return text + ")";
+}
+
+}  // namespace
+
+std::string residual_name(const NeuronCompiled& neuron, int value) {
+  return value_text(neuron, value, 0);
 }
 
 namespace {

@@ -1,0 +1,168 @@
+// Running FlexSN step kernels on CUDA: the program comes from the kernel cache under the
+// kernel's structure (generated and compiled on a miss), every array and size travels in one
+// parameter struct, and flex16 outputs record what their stores saw in their storage.
+#include <cuda_runtime_api.h>
+
+#include <limits>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/kernel_cache.hpp"
+#include "backend/device_memory.hpp"
+#include "codegen/cuda_expr_source.hpp"
+#include "codegen/cuda_step_kernel_source.hpp"
+#include "core/storage.hpp"
+#include "core/text.hpp"
+#include "flexkit/cuda.hpp"
+#include "flexkit/error.hpp"
+#include "snn/step_kernel.hpp"
+
+namespace flexkit::snn {
+namespace {
+
+using backend::cuda::DeviceGuard;
+using backend::cuda::KernelCache;
+using backend::cuda::RtcModule;
+using codegen::ExprStats;
+using codegen::kStepMaxBlock;
+using codegen::StepKernelArgs;
+using detail::cat;
+
+int multiprocessors(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> counts;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = counts.find(device); it != counts.end()) return it->second;
+  int sms = 0;
+  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  counts.emplace(device, sms);
+  return sms;
+}
+
+// Device memory for the statistics of one launch. Released once the launch is queued and read
+// back: the caching allocator hands a block out again only on the same stream.
+class Scratch {
+ public:
+  Scratch(int device, std::size_t bytes)
+      : device_(device), ptr_(bytes ? backend::cuda::allocate(device, bytes) : nullptr) {}
+  ~Scratch() {
+    if (ptr_) backend::cuda::deallocate(device_, ptr_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  int device_;
+  void* ptr_;
+};
+
+// The device of the launch: the one of its first given array, or -1 when none is given (a
+// kernel without slots has nothing to do).
+int launch_device(const StepKernelLaunch& l) {
+  for (const std::vector<Array>* list :
+       {&l.seq_in, &l.seq_out, &l.carried_init, &l.carried_final, &l.params})
+    for (const Array& a : *list)
+      if (a.defined()) {
+        if (!a.device().is_cuda())
+          throw DeviceError(cat("step kernel on cuda: ", a.describe(), " is not on a GPU"));
+        return a.device().index;
+      }
+  return -1;
+}
+
+void check_counts(const StepKernel& k, const StepKernelLaunch& l) {
+  if (l.seq_in.size() != k.seq_in.size() || l.seq_out.size() != k.seq_out.size() ||
+      l.carried_init.size() != k.carried.size() || l.carried_final.size() != k.carried.size() ||
+      l.params.size() != k.params.size())
+    throw ValueError(cat("step kernel ", k.name, ": the launch's arrays do not match its slots"));
+}
+
+// Wide blocks where the neurons fill the GPU; narrower ones (down to two warps) so that a small
+// population still spreads over more multiprocessors.
+unsigned block_size(std::int64_t neurons, int sms) {
+  std::int64_t block = kStepMaxBlock;
+  while (block > 64 && (neurons + block - 1) / block < 2 * std::int64_t{sms}) block /= 2;
+  return static_cast<unsigned>(block);
+}
+
+}  // namespace
+
+void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& launch) {
+  codegen::check_step_kernel(kernel);
+  check_counts(kernel, launch);
+  const std::int64_t n = launch.neurons;
+  const int device = launch_device(launch);
+  if (n <= 0 || device < 0) {
+    // Nothing was stored: a flex16 output's record says so.
+    for (std::size_t j = 0; j < kernel.seq_out.size(); ++j)
+      if (kernel.seq_out[j].dtype == DType::flex16 && launch.seq_out[j].defined())
+        ArrayAccess::storage(launch.seq_out[j]).stats = {};
+    return;
+  }
+
+  DeviceGuard guard(device);
+  const std::shared_ptr<const RtcModule> module =
+      KernelCache::instance().get(device, "step|" + codegen::step_kernel_structure(kernel),
+                                  [&] { return cuda_step_kernel_source(kernel); });
+  auto stream = static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
+
+  StepKernelArgs args{};
+  args.neurons = n;
+  args.steps = launch.steps;
+  std::vector<std::size_t> flex_outputs;
+  for (std::size_t s = 0; s < kernel.seq_in.size(); ++s) {
+    args.seq_in[s] = launch.seq_in[s].data();
+    if (kernel.seq_in[s].dtype == DType::flex16) args.seq_in_iwl[s] = launch.seq_in[s].iwl();
+  }
+  for (std::size_t j = 0; j < kernel.seq_out.size(); ++j) {
+    args.seq_out[j] = launch.seq_out[j].data();
+    if (kernel.seq_out[j].dtype == DType::flex16) {
+      args.seq_out_iwl[j] = launch.seq_out[j].iwl();
+      flex_outputs.push_back(j);
+    }
+  }
+  for (std::size_t c = 0; c < kernel.carried.size(); ++c) {
+    const Array& init = launch.carried_init[c];
+    const Array& final = launch.carried_final[c];
+    args.carried_init[c] = init.defined() ? static_cast<const float*>(init.data()) : nullptr;
+    args.carried_init_value[c] = kernel.carried[c].init_value;
+    args.carried_final[c] = final.defined() ? static_cast<float*>(final.data()) : nullptr;
+  }
+  for (std::size_t q = 0; q < kernel.params.size(); ++q)
+    args.params[q] = static_cast<const float*>(launch.params[q].data());
+
+  const std::size_t stats_bytes = sizeof(ExprStats) * flex_outputs.size();
+  Scratch stats(device, stats_bytes);
+  if (stats_bytes) {
+    FLEXKIT_CUDA_CHECK(cudaMemsetAsync(stats.get(), 0, stats_bytes, stream));
+    for (std::size_t f = 0; f < flex_outputs.size(); ++f)
+      args.seq_out_stats[flex_outputs[f]] = static_cast<ExprStats*>(stats.get()) + f;
+  }
+
+  const unsigned block = block_size(n, multiprocessors(device));
+  const std::int64_t blocks = (n + block - 1) / block;
+  if (blocks > std::numeric_limits<int>::max())
+    throw UnsupportedError(cat("step kernel ", kernel.name, " on cuda: ", n,
+                               " neurons need more blocks than one launch can have"));
+  void* params[] = {&args};
+  module->launch(codegen::kStepKernelEntry, static_cast<unsigned>(blocks), block, params);
+  FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_step_kernel");
+
+  if (stats_bytes) {
+    std::vector<ExprStats> host(flex_outputs.size());
+    FLEXKIT_CUDA_CHECK(
+        cudaMemcpyAsync(host.data(), stats.get(), stats_bytes, cudaMemcpyDeviceToHost, stream));
+    FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (std::size_t f = 0; f < flex_outputs.size(); ++f) {
+      Flex16Stats& s = ArrayAccess::storage(launch.seq_out[flex_outputs[f]]).stats;
+      s.max_abs_m = host[f].max_abs_m;
+      s.saturated = host[f].saturated;
+      s.nan_count = host[f].nan_count;
+    }
+  }
+}
+
+}  // namespace flexkit::snn

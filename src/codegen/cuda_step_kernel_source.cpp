@@ -1,0 +1,443 @@
+// FlexSN step kernels as CUDA C++ for NVRTC: one thread per neuron walks the T steps with the
+// carried values in registers. Sequence loads run a batch of steps ahead of the arithmetic
+// (which waits on the previous step's state), so every thread keeps several independent loads
+// in flight and the kernel streams at close to the copy rate. All op math is the shared
+// portable code the CPU interpreter calls, so both backends agree.
+#include "codegen/cuda_step_kernel_source.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#include "codegen/code_stream.hpp"
+#include "codegen/cuda_expr_source.hpp"
+#include "core/text.hpp"
+#include "flexkit/error.hpp"
+#include "flexkit/portable/neuron_ops.hpp"
+#include "snn/step_kernel.hpp"
+
+namespace flexkit::snn {
+namespace {
+
+using codegen::CodeStream;
+using detail::cat;
+
+// The generated code names surrogates by the portable enumerators, which must stay in step
+// with snn::Surrogate.
+static_assert(int(Surrogate::kSigmoid) == portable::kSurrogateSigmoid &&
+              int(Surrogate::kAtan) == portable::kSurrogateAtan &&
+              int(Surrogate::kPiecewiseQuadratic) == portable::kSurrogatePiecewiseQuadratic &&
+              int(Surrogate::kPiecewiseExp) == portable::kSurrogatePiecewiseExp &&
+              int(Surrogate::kSoftSign) == portable::kSurrogateSoftSign &&
+              int(Surrogate::kSuperSpike) == portable::kSurrogateSuperSpike &&
+              int(Surrogate::kErf) == portable::kSurrogateErf);
+
+const char* surrogate_enumerator(Surrogate s) {
+  switch (s) {
+    case Surrogate::kSigmoid:
+      return "kSurrogateSigmoid";
+    case Surrogate::kAtan:
+      return "kSurrogateAtan";
+    case Surrogate::kPiecewiseQuadratic:
+      return "kSurrogatePiecewiseQuadratic";
+    case Surrogate::kPiecewiseExp:
+      return "kSurrogatePiecewiseExp";
+    case Surrogate::kSoftSign:
+      return "kSurrogateSoftSign";
+    case Surrogate::kSuperSpike:
+      return "kSurrogateSuperSpike";
+    case Surrogate::kErf:
+      break;
+  }
+  return "kSurrogateErf";
+}
+
+// An exact float in device code: a hex literal (no decimal rounding involved), or the bit
+// pattern for infinities and NaNs, which have no literal.
+std::string float_literal(float v) {
+  if (v != v || v - v != 0.0f) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "bits_to_float(0x%08xu)", static_cast<unsigned>(bits));
+    return buf;
+  }
+  char buf[48];
+  char* p = buf;
+  if (std::signbit(v)) *p++ = '-';
+  *p++ = '0';
+  *p++ = 'x';
+  const auto r = std::to_chars(p, buf + sizeof buf - 1, std::fabs(v), std::chars_format::hex);
+  *r.ptr = 'f';
+  return std::string(buf, r.ptr + 1);
+}
+
+std::string decimal(float v) {
+  char buf[48];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// Names travel into `//` comments: nothing that could end the comment or splice lines.
+std::string comment_safe(const std::string& s) {
+  std::string out = s;
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == '\\' || c == 0x7f) c = '?';
+  return out;
+}
+
+const char* raw_type(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return "uint16_t";
+    case DType::flex16:
+      return "int16_t";
+    case DType::u8:
+      return "uint8_t";
+    default:
+      return "float";
+  }
+}
+
+std::string load_expr(DType t, const std::string& raw, const std::string& iwl) {
+  switch (t) {
+    case DType::bf16:
+      return cat("load_bf16(", raw, ")");
+    case DType::flex16:
+      return cat("load_flex16(", raw, ", ", iwl, ")");
+    case DType::u8:
+      return cat("load_u8(", raw, ")");
+    default:
+      return cat("load_f32(", raw, ")");
+  }
+}
+
+std::string store_expr(DType t, const std::string& value, const std::string& iwl,
+                       const std::string& stats) {
+  switch (t) {
+    case DType::bf16:
+      return cat("store_bf16(", value, ")");
+    case DType::flex16:
+      return cat("encode_flex16(", value, ", ", iwl, ", ", stats, ")");
+    case DType::u8:
+      return cat("store_u8(", value, ")");
+    default:
+      return value;
+  }
+}
+
+std::string value(int id) {
+  return cat("v", id);
+}
+
+class Generator {
+ public:
+  explicit Generator(const StepKernel& k) : k_(k) {
+    used_in_.assign(k.seq_in.size(), false);
+    for (const StepInstr& in : k.body.instrs)
+      if (in.op == StepOp::seq_in) used_in_[static_cast<std::size_t>(in.slot)] = true;
+    int loaded = 0;
+    for (bool used : used_in_) loaded += used ? 1 : 0;
+    // Registers for the batch grow with the loaded sequences; fewer steps ahead then.
+    batch_ = loaded <= 4 ? 8 : 4;
+  }
+
+  std::string run() {
+    header();
+    body_function();
+    os_.blank();
+    kernel();
+    return os_.str();
+  }
+
+ private:
+  static int at_least_one(std::size_t n) { return n > 0 ? static_cast<int>(n) : 1; }
+  int ni() const { return at_least_one(k_.seq_in.size()); }
+  int no() const { return at_least_one(k_.seq_out.size()); }
+  int nc() const { return at_least_one(k_.carried.size()); }
+  int np() const { return at_least_one(k_.params.size()); }
+
+  void header() {
+    os_.line("// flexkit step kernel ", comment_safe(k_.name), ", generated at run time.");
+    std::istringstream listing(codegen::step_kernel_structure(k_));
+    for (std::string line; std::getline(listing, line);) os_.line("//   ", comment_safe(line));
+    os_.line("// Carried initial values: carried_init[k][n], or carried_init_value[k] where that");
+    os_.line("// pointer is null (kernel arguments, like T and N).");
+    os_.blank();
+    os_.line("#include \"flexkit/rtc_prelude.cuh\"");
+    os_.line("#include \"flexkit/portable/ew_ops.hpp\"");
+    os_.line("#include \"flexkit/portable/neuron_ops.hpp\"");
+    os_.line("#include \"flexkit/expr_kernels.cuh\"");
+    os_.blank();
+    os_.line("using namespace flexkit::rtc;");
+    os_.blank();
+    const int s = codegen::kStepMaxSlots;
+    // Written out by hand: a Scope closes with "}" and a struct needs "};".
+    os_.line("struct StepKernelArgs {");
+    const auto field = [&](const auto&... parts) { os_.line("  ", parts...); };
+    field("int64_t neurons;");
+    field("int64_t steps;");
+    field("const void* seq_in[", s, "];");
+    field("void* seq_out[", s, "];");
+    field("ExprStats* seq_out_stats[", s, "];");
+    field("const float* carried_init[", s, "];");
+    field("float* carried_final[", s, "];");
+    field("const float* params[", s, "];");
+    field("float carried_init_value[", s, "];");
+    field("int32_t seq_in_iwl[", s, "];");
+    field("int32_t seq_out_iwl[", s, "];");
+    os_.line("};");
+    // NVRTC has no offsetof; the sizes catch a field added, removed or resized on one side.
+    os_.line("static_assert(sizeof(StepKernelArgs) == ", sizeof(codegen::StepKernelArgs),
+             " && sizeof(ExprStats) == ", sizeof(codegen::ExprStats),
+             ", \"kernel parameter structs differ from the host's\");");
+    os_.blank();
+    os_.line("// Steps whose sequence values are loaded before any of them is computed.");
+    os_.line("constexpr int kBatch = ", batch_, ";");
+    os_.blank();
+  }
+
+  void body_function() {
+    os_.line("// One step of one neuron: seq_in values in, seq_out values out, state updated.");
+    CodeStream::Scope fn(os_, "__device__ __forceinline__ void step_body(const float (&in)[", ni(),
+                         "], float (&state)[", nc(), "], const float (&p)[", np(),
+                         "], float (&out)[", no(), "])");
+    for (std::size_t i = 0; i < k_.body.instrs.size(); ++i) {
+      const StepInstr& in = k_.body.instrs[i];
+      const std::string lhs = cat("const float v", i, " = ");
+      switch (in.op) {
+        case StepOp::constant:
+          os_.line(lhs, float_literal(in.constant), ";  // ", decimal(in.constant));
+          break;
+        case StepOp::seq_in:
+          os_.line(lhs, "in[", in.slot, "];  // ", comment_safe(k_.seq_in[in.slot].name));
+          break;
+        case StepOp::carried:
+          os_.line(lhs, "state[", in.slot, "];  // ", comment_safe(k_.carried[in.slot].name));
+          break;
+        case StepOp::param:
+          os_.line(lhs, "p[", in.slot, "];  // ", comment_safe(k_.params[in.slot].name));
+          break;
+        case StepOp::spike_grad:
+          os_.line(lhs, "ew_surrogate_grad(", surrogate_enumerator(in.surrogate), ", ",
+                   float_literal(in.alpha), ", ", value(in.a), ");");
+          break;
+        case StepOp::detach:  // only gradients see it; the value passes through
+          os_.line(lhs, value(in.a), ";");
+          break;
+        default: {
+          const int args[3] = {in.a, in.b, in.c};
+          std::string call = cat("ew_", step_op_name(in.op), "(");
+          for (int j = 0; j < step_op_arity(in.op); ++j) call += cat(j ? ", " : "", value(args[j]));
+          os_.line(lhs, call, ");");
+          break;
+        }
+      }
+    }
+    for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
+      os_.line("out[", j, "] = ", value(k_.seq_out_value[j]), ";  // ",
+               comment_safe(k_.seq_out[j].name));
+    // Every value above was computed from the old state before any of it changes.
+    for (std::size_t c = 0; c < k_.carried.size(); ++c)
+      os_.line("state[", c, "] = ", value(k_.carried_next[c]), ";  // ",
+               comment_safe(k_.carried[c].name));
+  }
+
+  std::string in_iwl(std::size_t s) const { return cat("in", s, "_iwl"); }
+  std::string out_iwl(std::size_t s) const { return cat("out", s, "_iwl"); }
+  std::string out_stats(std::size_t s) const { return cat("out", s, "_stats"); }
+
+  // `at` is the element index t * N + n of the step being written.
+  void store_outputs(const std::string& at) {
+    for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
+      os_.line("__stcs(out", j, " + ", at, ", ",
+               store_expr(k_.seq_out[j].dtype, cat("out[", j, "]"), out_iwl(j), out_stats(j)),
+               ");");
+  }
+
+  // `const float in[]` for one step, each loaded slot's value from `raw(slot)`.
+  template <class Raw>
+  void inputs(const Raw& raw) {
+    std::string init;
+    for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
+      init += cat(s ? ", " : "",
+                  used_in_[s] ? load_expr(k_.seq_in[s].dtype, raw(s), in_iwl(s)) : "0.0f");
+    if (k_.seq_in.empty()) init = "0.0f";
+    os_.line("const float in[", ni(), "] = {", init, "};");
+  }
+
+  void kernel() {
+    const bool rev = k_.reverse;
+    os_.line("// One thread per neuron; t runs ", rev ? "T-1 down to 0" : "0 up to T-1",
+             ". Sequences are [T, N]: element t * N + n.");
+    CodeStream::Scope fn(os_, "FLEXKIT_KERNEL void __launch_bounds__(", codegen::kStepMaxBlock,
+                         ") ", codegen::kStepKernelEntry, "(const StepKernelArgs args)");
+    os_.line("const int64_t n = args.neurons;");
+    os_.line("const int64_t steps = args.steps;");
+    os_.line("const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;");
+    for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
+      if (!used_in_[s]) continue;
+      const char* type = raw_type(k_.seq_in[s].dtype);
+      os_.line("const ", type, "* __restrict__ in", s, " = static_cast<const ", type,
+               "*>(args.seq_in[", s, "]);  // ", comment_safe(k_.seq_in[s].name), ": ",
+               dtype_name(k_.seq_in[s].dtype));
+      if (k_.seq_in[s].dtype == DType::flex16)
+        os_.line("const int ", in_iwl(s), " = args.seq_in_iwl[", s, "];");
+    }
+    for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
+      const char* type = raw_type(k_.seq_out[j].dtype);
+      os_.line(type, "* __restrict__ out", j, " = static_cast<", type, "*>(args.seq_out[", j,
+               "]);  // ", comment_safe(k_.seq_out[j].name), ": ", dtype_name(k_.seq_out[j].dtype));
+      if (k_.seq_out[j].dtype == DType::flex16) {
+        os_.line("const int ", out_iwl(j), " = args.seq_out_iwl[", j, "];");
+        os_.line("StatsLocal ", out_stats(j), " = {0, 0ull, 0ull};");
+      }
+    }
+    {
+      CodeStream::Scope active(os_, "if (i < n)");
+      os_.line("float p[", np(), "];");
+      for (std::size_t q = 0; q < k_.params.size(); ++q)
+        os_.line("p[", q, "] = __ldg(args.params[", q, "]", k_.params[q].per_neuron ? " + i" : "",
+                 ");  // ", comment_safe(k_.params[q].name));
+      if (k_.params.empty()) os_.line("p[0] = 0.0f;");
+      os_.line("float state[", nc(), "];");
+      for (std::size_t c = 0; c < k_.carried.size(); ++c)
+        os_.line("state[", c, "] = args.carried_init[", c, "] ? __ldg(args.carried_init[", c,
+                 "] + i) : args.carried_init_value[", c, "];  // ",
+                 comment_safe(k_.carried[c].name));
+      if (k_.carried.empty()) os_.line("state[0] = 0.0f;");
+      const std::string first_t = rev ? "(steps - 1 - step)" : "step";
+      const char* dir = rev ? " - " : " + ";
+      os_.line("int64_t step = 0;");
+      {
+        CodeStream::Scope batch(os_, "for (; step + kBatch <= steps; step += kBatch)");
+        os_.line("const int64_t first = ", first_t, " * n + i;");
+        for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
+          if (!used_in_[s]) continue;
+          os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[kBatch];");
+          os_.line("#pragma unroll");
+          os_.line("for (int u = 0; u < kBatch; ++u) raw", s, "[u] = __ldcs(in", s, " + (first",
+                   dir, "u * n));");
+        }
+        os_.line("#pragma unroll");
+        CodeStream::Scope step(os_, "for (int u = 0; u < kBatch; ++u)");
+        os_.line("const int64_t at = first", dir, "u * n;");
+        inputs([](std::size_t s) { return cat("raw", s, "[u]"); });
+        os_.line("float out[", no(), "];");
+        os_.line("step_body(in, state, p, out);");
+        store_outputs("at");
+      }
+      {
+        CodeStream::Scope rest(os_, "for (; step < steps; ++step)");
+        os_.line("const int64_t at = ", first_t, " * n + i;");
+        inputs([](std::size_t s) { return cat("__ldcs(in", s, " + at)"); });
+        os_.line("float out[", no(), "];");
+        os_.line("step_body(in, state, p, out);");
+        store_outputs("at");
+      }
+      for (std::size_t c = 0; c < k_.carried.size(); ++c)
+        os_.line("if (args.carried_final[", c, "]) args.carried_final[", c, "][i] = state[", c,
+                 "];");
+    }
+    bool first_commit = true;
+    for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
+      if (k_.seq_out[j].dtype != DType::flex16) continue;
+      if (first_commit)
+        os_.line("// Every thread of the block takes part, including those past the last neuron.");
+      else
+        os_.line("__syncthreads();  // commit_stats reuses one shared buffer");
+      first_commit = false;
+      os_.line("commit_stats(", out_stats(j), ", args.seq_out_stats[", j, "]);");
+    }
+  }
+
+  const StepKernel& k_;
+  std::vector<bool> used_in_;
+  int batch_ = 8;
+  CodeStream os_;
+};
+
+}  // namespace
+
+std::string cuda_step_kernel_source(const StepKernel& kernel) {
+  codegen::check_step_kernel(kernel);
+  return Generator(kernel).run();
+}
+
+}  // namespace flexkit::snn
+
+namespace flexkit::codegen {
+
+using detail::cat;
+using snn::StepKernel;
+using snn::StepOp;
+
+void check_step_kernel(const StepKernel& k) {
+  const auto what = [&](const std::string& s) { return cat("step kernel ", k.name, ": ", s); };
+  const std::size_t counts[4] = {k.seq_in.size(), k.seq_out.size(), k.carried.size(),
+                                 k.params.size()};
+  const char* kinds[4] = {"sequence inputs", "sequence outputs", "carried values", "parameters"};
+  for (int i = 0; i < 4; ++i)
+    if (counts[i] > static_cast<std::size_t>(kStepMaxSlots))
+      throw UnsupportedError(
+          what(cat(counts[i], " ", kinds[i], "; CUDA step kernels take at most ", kStepMaxSlots)));
+  for (const auto* slots : {&k.seq_in, &k.seq_out})
+    for (const snn::SequenceSlot& s : *slots)
+      if (s.dtype != DType::f32 && s.dtype != DType::bf16 && s.dtype != DType::flex16 &&
+          s.dtype != DType::u8)
+        throw DTypeError(what(cat("sequence ", s.name, " is ", dtype_name(s.dtype),
+                                  "; sequences are f32, bf16, flex16 or u8")));
+  if (k.seq_out_value.size() != k.seq_out.size() || k.carried_next.size() != k.carried.size())
+    throw ValueError(what("every sequence output and carried value needs exactly one value"));
+
+  const int n = static_cast<int>(k.body.instrs.size());
+  for (int i = 0; i < n; ++i) {
+    const snn::StepInstr& in = k.body.instrs[static_cast<std::size_t>(i)];
+    std::size_t slots = 0;
+    switch (in.op) {
+      case StepOp::seq_in:
+        slots = k.seq_in.size();
+        break;
+      case StepOp::carried:
+        slots = k.carried.size();
+        break;
+      case StepOp::param:
+        slots = k.params.size();
+        break;
+      default:
+        break;
+    }
+    bool ok = snn::step_op_arity(in.op) > 0 || in.op == StepOp::constant ||
+              (in.slot >= 0 && static_cast<std::size_t>(in.slot) < slots);
+    const int args[3] = {in.a, in.b, in.c};
+    for (int j = 0; j < snn::step_op_arity(in.op); ++j) ok = ok && args[j] >= 0 && args[j] < i;
+    if (!ok)
+      throw ValueError(what(cat("instruction %", i, " (", snn::step_op_name(in.op),
+                                ") refers to a missing value or slot\n", snn::to_string(k))));
+  }
+  for (const std::vector<int>* ids : {&k.seq_out_value, &k.carried_next})
+    for (int id : *ids)
+      if (id < 0 || id >= n)
+        throw ValueError(what(
+            cat("an output refers to value %", id, ", which does not exist\n", snn::to_string(k))));
+}
+
+std::string step_kernel_structure(const StepKernel& kernel) {
+  std::istringstream listing(snn::to_string(kernel));
+  std::string out;
+  for (std::string line; std::getline(listing, line);) {
+    // Declarations of carried slots ("  carried 0 v (init 0)") end with the initial value.
+    if (line.rfind("  carried ", 0) == 0) {
+      const std::size_t init = line.rfind(" (init ");
+      if (init != std::string::npos) line.erase(init);
+    }
+    out += line;
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace flexkit::codegen

@@ -1,0 +1,49 @@
+// The CUDA form of a FlexSN step kernel (snn/step_kernel.hpp): the kernel parameter struct the
+// generated program and the launcher share, the slot limits it implies, and the structural key
+// under which a generated program is cached. Initial values of carried slots are parameters, so
+// kernels that differ only in them share one program.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "snn/step_kernel.hpp"
+
+namespace flexkit::codegen {
+
+// The one kernel a step-kernel program exports.
+inline constexpr const char* kStepKernelEntry = "flexkit_step_kernel";
+// Slots of each kind (seq_in, seq_out, carried, params) one kernel may have: the parameter
+// struct holds fixed arrays of this size (under 1 KiB in all, well inside the 4 KiB limit).
+inline constexpr int kStepMaxSlots = 16;
+// Threads per block the generated kernel is built for (__launch_bounds__); launches use this
+// or a smaller multiple of 32.
+inline constexpr int kStepMaxBlock = 256;
+
+// The kernel's only parameter, passed by value. The generated source declares the same struct
+// (with typed stats pointers) and checks its size against this one.
+struct StepKernelArgs {
+  std::int64_t neurons;  // N
+  std::int64_t steps;    // T
+  const void* seq_in[kStepMaxSlots];
+  void* seq_out[kStepMaxSlots];
+  void* seq_out_stats[kStepMaxSlots];        // zeroed ExprStats per flex16 seq_out, else null
+  const float* carried_init[kStepMaxSlots];  // null: carried_init_value
+  float* carried_final[kStepMaxSlots];       // null: not stored
+  const float* params[kStepMaxSlots];        // [N] or [1]
+  float carried_init_value[kStepMaxSlots];
+  std::int32_t seq_in_iwl[kStepMaxSlots];   // flex16 slots
+  std::int32_t seq_out_iwl[kStepMaxSlots];  // flex16 slots
+};
+static_assert(sizeof(StepKernelArgs) == 976, "the generated programs assume this layout");
+
+// Throws UnsupportedError when `kernel` has more slots of a kind than kStepMaxSlots, DTypeError
+// for a sequence dtype other than f32, bf16, flex16 and u8, ValueError when it is malformed (an
+// operand that is not an earlier instruction, a slot that does not exist, output lists of the wrong
+// length).
+void check_step_kernel(const snn::StepKernel& kernel);
+
+// to_string(kernel) without the carried slots' initial values: everything the generated
+// source depends on (the source embeds it), hence the kernel cache key.
+std::string step_kernel_structure(const snn::StepKernel& kernel);
+
+}  // namespace flexkit::codegen

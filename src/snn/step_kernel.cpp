@@ -1,0 +1,253 @@
+#include "snn/step_kernel.hpp"
+
+#include <bit>
+#include <charconv>
+#include <cstdio>
+
+#include "core/text.hpp"
+
+namespace flexkit::snn {
+
+using detail::cat;
+
+int step_op_arity(StepOp op) {
+  switch (op) {
+    case StepOp::constant:
+    case StepOp::seq_in:
+    case StepOp::carried:
+    case StepOp::param:
+      return 0;
+    case StepOp::neg:
+    case StepOp::abs:
+    case StepOp::sqr:
+    case StepOp::sqrt:
+    case StepOp::exp:
+    case StepOp::exp2:
+    case StepOp::log:
+    case StepOp::log2:
+    case StepOp::sig:
+    case StepOp::sig2:
+    case StepOp::tanh:
+    case StepOp::tanh2:
+    case StepOp::reciprocal:
+    case StepOp::floor:
+    case StepOp::ceil:
+    case StepOp::sign:
+    case StepOp::spike:
+    case StepOp::spike_grad:
+    case StepOp::detach:
+      return 1;
+    case StepOp::add:
+    case StepOp::sub:
+    case StepOp::mul:
+    case StepOp::div:
+    case StepOp::pow:
+    case StepOp::eq:
+    case StepOp::ne:
+    case StepOp::lt:
+    case StepOp::le:
+    case StepOp::gt:
+    case StepOp::ge:
+    case StepOp::maximum:
+    case StepOp::minimum:
+      return 2;
+    case StepOp::where:
+    case StepOp::clip:
+      return 3;
+  }
+  return 0;
+}
+
+const char* step_op_name(StepOp op) {
+  switch (op) {
+    case StepOp::constant:
+      return "const";
+    case StepOp::seq_in:
+      return "seq_in";
+    case StepOp::carried:
+      return "carried";
+    case StepOp::param:
+      return "param";
+    case StepOp::neg:
+      return "neg";
+    case StepOp::abs:
+      return "abs";
+    case StepOp::sqr:
+      return "sqr";
+    case StepOp::sqrt:
+      return "sqrt";
+    case StepOp::exp:
+      return "exp";
+    case StepOp::exp2:
+      return "exp2";
+    case StepOp::log:
+      return "log";
+    case StepOp::log2:
+      return "log2";
+    case StepOp::sig:
+      return "sig";
+    case StepOp::sig2:
+      return "sig2";
+    case StepOp::tanh:
+      return "tanh";
+    case StepOp::tanh2:
+      return "tanh2";
+    case StepOp::reciprocal:
+      return "reciprocal";
+    case StepOp::floor:
+      return "floor";
+    case StepOp::ceil:
+      return "ceil";
+    case StepOp::sign:
+      return "sign";
+    case StepOp::spike:
+      return "spike";
+    case StepOp::spike_grad:
+      return "spike_grad";
+    case StepOp::detach:
+      return "detach";
+    case StepOp::add:
+      return "add";
+    case StepOp::sub:
+      return "sub";
+    case StepOp::mul:
+      return "mul";
+    case StepOp::div:
+      return "div";
+    case StepOp::pow:
+      return "pow";
+    case StepOp::eq:
+      return "eq";
+    case StepOp::ne:
+      return "ne";
+    case StepOp::lt:
+      return "lt";
+    case StepOp::le:
+      return "le";
+    case StepOp::gt:
+      return "gt";
+    case StepOp::ge:
+      return "ge";
+    case StepOp::maximum:
+      return "maximum";
+    case StepOp::minimum:
+      return "minimum";
+    case StepOp::where:
+      return "where";
+    case StepOp::clip:
+      return "clip";
+  }
+  return "?";
+}
+
+namespace {
+
+// Shortest decimal that reads back as the same float; a NaN other than the default quiet NaN
+// shows its bits, since the listing is also the kernel's identity.
+std::string float_text(float v) {
+  if (v != v) {
+    const auto bits = std::bit_cast<std::uint32_t>(v);
+    if (bits == 0x7fc00000u) return "nan";
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "nan(0x%08x)", static_cast<unsigned>(bits));
+    return buf;
+  }
+  char buf[48];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+      return false;
+  return true;
+}
+
+// How leaves and outputs name a slot: its name where that alone identifies it, else "#index"
+// (which no identifier can be), so equal listings always mean equal slot references.
+template <class Slot>
+std::vector<std::string> slot_labels(const std::vector<Slot>& slots) {
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    bool unique = is_identifier(slots[i].name);
+    for (std::size_t j = 0; unique && j < slots.size(); ++j)
+      unique = j == i || slots[j].name != slots[i].name;
+    labels.push_back(unique ? slots[i].name : cat("#", i));
+  }
+  return labels;
+}
+
+std::string label(const std::vector<std::string>& labels, int slot) {
+  if (slot >= 0 && static_cast<std::size_t>(slot) < labels.size())
+    return labels[static_cast<std::size_t>(slot)];
+  return cat("#", slot, "(invalid)");
+}
+
+std::string value_ref(int id) {
+  return cat("%", id);
+}
+
+}  // namespace
+
+std::string to_string(const StepKernel& kernel) {
+  const auto in_labels = slot_labels(kernel.seq_in);
+  const auto out_labels = slot_labels(kernel.seq_out);
+  const auto carried_labels = slot_labels(kernel.carried);
+  const auto param_labels = slot_labels(kernel.params);
+
+  std::string s =
+      cat("step_kernel ", kernel.name, kernel.reverse ? " (reverse)" : " (forward)", "\n");
+  for (std::size_t i = 0; i < kernel.seq_in.size(); ++i)
+    s += cat("  seq_in ", i, " ", kernel.seq_in[i].name, ": ", dtype_name(kernel.seq_in[i].dtype),
+             "\n");
+  for (std::size_t i = 0; i < kernel.seq_out.size(); ++i)
+    s += cat("  seq_out ", i, " ", kernel.seq_out[i].name, ": ",
+             dtype_name(kernel.seq_out[i].dtype), "\n");
+  for (std::size_t i = 0; i < kernel.carried.size(); ++i)
+    s += cat("  carried ", i, " ", kernel.carried[i].name, " (init ",
+             float_text(kernel.carried[i].init_value), ")\n");
+  for (std::size_t i = 0; i < kernel.params.size(); ++i)
+    s += cat("  param ", i, " ", kernel.params[i].name,
+             kernel.params[i].per_neuron ? ": per neuron" : ": scalar", "\n");
+
+  for (std::size_t i = 0; i < kernel.body.instrs.size(); ++i) {
+    const StepInstr& in = kernel.body.instrs[i];
+    s += cat("  %", i, " = ", step_op_name(in.op));
+    switch (in.op) {
+      case StepOp::constant:
+        s += cat(" ", float_text(in.constant));
+        break;
+      case StepOp::seq_in:
+        s += cat(" ", label(in_labels, in.slot));
+        break;
+      case StepOp::carried:
+        s += cat(" ", label(carried_labels, in.slot));
+        break;
+      case StepOp::param:
+        s += cat(" ", label(param_labels, in.slot));
+        break;
+      case StepOp::spike_grad:
+        s += cat(" ", surrogate_name(in.surrogate), "(", float_text(in.alpha), ") ",
+                 value_ref(in.a));
+        break;
+      default: {
+        const int arity = step_op_arity(in.op);
+        const int args[3] = {in.a, in.b, in.c};
+        for (int j = 0; j < arity; ++j) s += cat(j ? ", " : " ", value_ref(args[j]));
+        break;
+      }
+    }
+    s += "\n";
+  }
+  for (std::size_t j = 0; j < kernel.seq_out_value.size(); ++j)
+    s += cat("  seq_out ", label(out_labels, static_cast<int>(j)), " = ",
+             value_ref(kernel.seq_out_value[j]), "\n");
+  for (std::size_t k = 0; k < kernel.carried_next.size(); ++k)
+    s += cat("  carried_next ", label(carried_labels, static_cast<int>(k)), " = ",
+             value_ref(kernel.carried_next[k]), "\n");
+  return s;
+}
+
+}  // namespace flexkit::snn
