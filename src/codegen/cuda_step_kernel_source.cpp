@@ -170,7 +170,7 @@ class Generator {
     os_.line("#include \"flexkit/rtc_prelude.cuh\"");
     os_.line("#include \"flexkit/portable/ew_ops.hpp\"");
     os_.line("#include \"flexkit/portable/neuron_ops.hpp\"");
-    os_.line("#include \"flexkit/expr_kernels.cuh\"");
+    os_.line("#include \"flexkit/neuron_kernels.cuh\"");
     os_.blank();
     os_.line("using namespace flexkit::rtc;");
     os_.blank();
@@ -195,8 +195,8 @@ class Generator {
              " && sizeof(ExprStats) == ", sizeof(codegen::ExprStats),
              ", \"kernel parameter structs differ from the host's\");");
     os_.blank();
-    os_.line("// Steps whose sequence values are loaded before any of them is computed.");
-    os_.line("constexpr int kBatch = ", batch_, ";");
+    os_.line("// Steps whose sequence values are loaded before any of them is computed (one lane).");
+    os_.line("constexpr int kBatchSteps = ", batch_, ";");
     os_.blank();
   }
 
@@ -250,12 +250,12 @@ class Generator {
   std::string out_iwl(std::size_t s) const { return cat("out", s, "_iwl"); }
   std::string out_stats(std::size_t s) const { return cat("out", s, "_stats"); }
 
-  // `at` is the element index t * N + n of the step being written.
-  void store_outputs(const std::string& at) {
+  // Stores of lane l's outputs into the vector words being assembled for the step.
+  void store_outputs_to_lanes() {
     for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
-      os_.line("__stcs(out", j, " + ", at, ", ",
+      os_.line("w", j, "[l] = ",
                store_expr(k_.seq_out[j].dtype, cat("out[", j, "]"), out_iwl(j), out_stats(j)),
-               ");");
+               ";");
   }
 
   // `const float in[]` for one step, each loaded slot's value from `raw(slot)`.
@@ -269,89 +269,116 @@ class Generator {
     os_.line("const float in[", ni(), "] = {", init, "};");
   }
 
+  // One step for the V lanes of this thread: loads already in raw<s>[u][lane], stores as one
+  // vector word per output at element index `at` (of lane 0).
+  void lanes_step(const std::string& raw_index) {
+    for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
+      os_.line(raw_type(k_.seq_out[j].dtype), " w", j, "[V];");
+    {
+      os_.line("#pragma unroll");
+      CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
+      inputs([&](std::size_t s) { return cat("raw", s, raw_index, "[l]"); });
+      os_.line("float out[", no(), "];");
+      os_.line("step_body(in, state[l], p[l], out);");
+      store_outputs_to_lanes();
+    }
+    for (std::size_t j = 0; j < k_.seq_out.size(); ++j) os_.line("stcs_lanes<V>(out", j, " + at, w", j, ");");
+  }
+
   void kernel() {
     const bool rev = k_.reverse;
-    os_.line("// One thread per neuron; t runs ", rev ? "T-1 down to 0" : "0 up to T-1",
+    os_.line("// Each thread runs V neighbouring neurons (V = 4 moves 4 lanes per load and store");
+    os_.line("// when N and the addresses allow it); t runs ", rev ? "T-1 down to 0" : "0 up to T-1",
              ". Sequences are [T, N]: element t * N + n.");
-    CodeStream::Scope fn(os_, "FLEXKIT_KERNEL void __launch_bounds__(", codegen::kStepMaxBlock,
-                         ") ", codegen::kStepKernelEntry, "(const StepKernelArgs args)");
-    os_.line("const int64_t n = args.neurons;");
-    os_.line("const int64_t steps = args.steps;");
-    os_.line("const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;");
-    for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
-      if (!used_in_[s]) continue;
-      const char* type = raw_type(k_.seq_in[s].dtype);
-      os_.line("const ", type, "* __restrict__ in", s, " = static_cast<const ", type,
-               "*>(args.seq_in[", s, "]);  // ", comment_safe(k_.seq_in[s].name), ": ",
-               dtype_name(k_.seq_in[s].dtype));
-      if (k_.seq_in[s].dtype == DType::flex16)
-        os_.line("const int ", in_iwl(s), " = args.seq_in_iwl[", s, "];");
-    }
-    for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
-      const char* type = raw_type(k_.seq_out[j].dtype);
-      os_.line(type, "* __restrict__ out", j, " = static_cast<", type, "*>(args.seq_out[", j,
-               "]);  // ", comment_safe(k_.seq_out[j].name), ": ", dtype_name(k_.seq_out[j].dtype));
-      if (k_.seq_out[j].dtype == DType::flex16) {
-        os_.line("const int ", out_iwl(j), " = args.seq_out_iwl[", j, "];");
-        os_.line("StatsLocal ", out_stats(j), " = {0, 0ull, 0ull};");
-      }
-    }
     {
-      CodeStream::Scope active(os_, "if (i < n)");
-      os_.line("float p[", np(), "];");
-      for (std::size_t q = 0; q < k_.params.size(); ++q)
-        os_.line("p[", q, "] = __ldg(args.params[", q, "]", k_.params[q].per_neuron ? " + i" : "",
-                 ");  // ", comment_safe(k_.params[q].name));
-      if (k_.params.empty()) os_.line("p[0] = 0.0f;");
-      os_.line("float state[", nc(), "];");
-      for (std::size_t c = 0; c < k_.carried.size(); ++c)
-        os_.line("state[", c, "] = args.carried_init[", c, "] ? __ldg(args.carried_init[", c,
-                 "] + i) : args.carried_init_value[", c, "];  // ",
-                 comment_safe(k_.carried[c].name));
-      if (k_.carried.empty()) os_.line("state[0] = 0.0f;");
-      const std::string first_t = rev ? "(steps - 1 - step)" : "step";
-      const char* dir = rev ? " - " : " + ";
-      os_.line("int64_t step = 0;");
-      {
-        CodeStream::Scope batch(os_, "for (; step + kBatch <= steps; step += kBatch)");
-        os_.line("const int64_t first = ", first_t, " * n + i;");
-        for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
-          if (!used_in_[s]) continue;
-          os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[kBatch];");
-          os_.line("#pragma unroll");
-          os_.line("for (int u = 0; u < kBatch; ++u) raw", s, "[u] = __ldcs(in", s, " + (first",
-                   dir, "u * n));");
+      CodeStream::Scope fn(os_, "template <int V> __device__ __forceinline__ void run_neurons(const StepKernelArgs& args)");
+      os_.line("const int64_t n = args.neurons;");
+      os_.line("const int64_t steps = args.steps;");
+      os_.line("const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V;");
+      // Four lanes already quadruple the bytes of each load; half the batch keeps the registers
+      // (and so the occupancy) of the one-lane kernel.
+      os_.line("constexpr int kBatch = V == 1 ? kBatchSteps : (kBatchSteps / 2 > 2 ? kBatchSteps / 2 : 2);");
+      for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
+        if (!used_in_[s]) continue;
+        const char* type = raw_type(k_.seq_in[s].dtype);
+        os_.line("const ", type, "* __restrict__ in", s, " = static_cast<const ", type,
+                 "*>(args.seq_in[", s, "]);  // ", comment_safe(k_.seq_in[s].name), ": ",
+                 dtype_name(k_.seq_in[s].dtype));
+        if (k_.seq_in[s].dtype == DType::flex16)
+          os_.line("const int ", in_iwl(s), " = args.seq_in_iwl[", s, "];");
+      }
+      for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
+        const char* type = raw_type(k_.seq_out[j].dtype);
+        os_.line(type, "* __restrict__ out", j, " = static_cast<", type, "*>(args.seq_out[", j,
+                 "]);  // ", comment_safe(k_.seq_out[j].name), ": ", dtype_name(k_.seq_out[j].dtype));
+        if (k_.seq_out[j].dtype == DType::flex16) {
+          os_.line("const int ", out_iwl(j), " = args.seq_out_iwl[", j, "];");
+          os_.line("StatsLocal ", out_stats(j), " = {0, 0ull, 0ull};");
         }
-        os_.line("#pragma unroll");
-        CodeStream::Scope step(os_, "for (int u = 0; u < kBatch; ++u)");
-        os_.line("const int64_t at = first", dir, "u * n;");
-        inputs([](std::size_t s) { return cat("raw", s, "[u]"); });
-        os_.line("float out[", no(), "];");
-        os_.line("step_body(in, state, p, out);");
-        store_outputs("at");
       }
       {
-        CodeStream::Scope rest(os_, "for (; step < steps; ++step)");
-        os_.line("const int64_t at = ", first_t, " * n + i;");
-        inputs([](std::size_t s) { return cat("__ldcs(in", s, " + at)"); });
-        os_.line("float out[", no(), "];");
-        os_.line("step_body(in, state, p, out);");
-        store_outputs("at");
+        CodeStream::Scope active(os_, "if (i < n)");
+        os_.line("float p[V][", np(), "];");
+        os_.line("float state[V][", nc(), "];");
+        {
+          os_.line("#pragma unroll");
+          CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
+          for (std::size_t q = 0; q < k_.params.size(); ++q)
+            os_.line("p[l][", q, "] = __ldg(args.params[", q, "]",
+                     k_.params[q].per_neuron ? " + i + l" : "", ");  // ",
+                     comment_safe(k_.params[q].name));
+          if (k_.params.empty()) os_.line("p[l][0] = 0.0f;");
+          for (std::size_t c = 0; c < k_.carried.size(); ++c)
+            os_.line("state[l][", c, "] = args.carried_init[", c, "] ? __ldg(args.carried_init[",
+                     c, "] + i + l) : args.carried_init_value[", c, "];  // ",
+                     comment_safe(k_.carried[c].name));
+          if (k_.carried.empty()) os_.line("state[l][0] = 0.0f;");
+        }
+        const std::string first_t = rev ? "(steps - 1 - step)" : "step";
+        const char* dir = rev ? " - " : " + ";
+        // Whole batches of kBatch steps: every load of the batch is issued before the first
+        // step is computed. The last, partial batch does the same under guards, so short
+        // sequences (T < kBatch) keep their loads in flight together too.
+        {
+          CodeStream::Scope batch(os_, "for (int64_t step = 0; step < steps; step += kBatch)");
+          os_.line("const int count = steps - step < kBatch ? int(steps - step) : kBatch;");
+          os_.line("const int64_t first = ", first_t, " * n + i;");
+          for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
+            if (!used_in_[s]) continue;
+            os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[kBatch][V];");
+            os_.line("#pragma unroll");
+            os_.line("for (int u = 0; u < kBatch; ++u)");
+            os_.line("  if (u < count) ldcs_lanes<V>(in", s, " + (first", dir, "u * n), raw", s,
+                     "[u]);");
+          }
+          os_.line("#pragma unroll");
+          CodeStream::Scope step(os_, "for (int u = 0; u < kBatch; ++u)");
+          os_.line("if (u >= count) break;");
+          os_.line("const int64_t at = first", dir, "u * n;");
+          lanes_step("[u]");
+        }
+        for (std::size_t c = 0; c < k_.carried.size(); ++c) {
+          os_.line("if (args.carried_final[", c, "])");
+          os_.line("  for (int l = 0; l < V; ++l) args.carried_final[", c, "][i + l] = state[l][",
+                   c, "];");
+        }
       }
-      for (std::size_t c = 0; c < k_.carried.size(); ++c)
-        os_.line("if (args.carried_final[", c, "]) args.carried_final[", c, "][i] = state[", c,
-                 "];");
+      bool first_commit = true;
+      for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
+        if (k_.seq_out[j].dtype != DType::flex16) continue;
+        if (first_commit)
+          os_.line("// Every thread of the block takes part, including those past the last neuron.");
+        else
+          os_.line("__syncthreads();  // commit_stats reuses one shared buffer");
+        first_commit = false;
+        os_.line("commit_stats(", out_stats(j), ", args.seq_out_stats[", j, "]);");
+      }
     }
-    bool first_commit = true;
-    for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
-      if (k_.seq_out[j].dtype != DType::flex16) continue;
-      if (first_commit)
-        os_.line("// Every thread of the block takes part, including those past the last neuron.");
-      else
-        os_.line("__syncthreads();  // commit_stats reuses one shared buffer");
-      first_commit = false;
-      os_.line("commit_stats(", out_stats(j), ", args.seq_out_stats[", j, "]);");
-    }
+    os_.line("");
+    os_.line("FLEXKIT_KERNEL void __launch_bounds__(", codegen::kStepMaxBlock, ") ",
+             codegen::kStepKernelEntry, "(const StepKernelArgs args) { run_neurons<1>(args); }");
+    os_.line("FLEXKIT_KERNEL void __launch_bounds__(", codegen::kStepMaxBlock, ") ",
+             codegen::kStepKernelEntryVec4, "(const StepKernelArgs args) { run_neurons<4>(args); }");
   }
 
   const StepKernel& k_;

@@ -10,8 +10,10 @@
 
 namespace flexkit::codegen {
 
-// The one kernel a step-kernel program exports.
+// The two kernels a step-kernel program exports: one neuron per thread, and four neighbouring
+// neurons per thread moved as one vector word per sequence (N a multiple of 4, aligned data).
 inline constexpr const char* kStepKernelEntry = "flexkit_step_kernel";
+inline constexpr const char* kStepKernelEntryVec4 = "flexkit_step_kernel_vec4";
 // Slots of each kind (seq_in, seq_out, carried, params) one kernel may have: the parameter
 // struct holds fixed arrays of this size (under 1 KiB in all, well inside the 4 KiB limit).
 inline constexpr int kStepMaxSlots = 16;

@@ -26,10 +26,9 @@ FLEXKIT_HD float ew_spike(float z) {
 FLEXKIT_HD float ew_surrogate_grad(int kind, float alpha, float z) {
   const float az = FLEXKIT_MATHF(fabs)(z);
   switch (kind) {
-    case kSurrogateSigmoid: {
-      const float s = ew_sig(alpha * z);
-      return alpha * s * (1.0f - s);
-    }
+    case kSurrogateSigmoid:
+      // sig(u) * sig(-u) rather than s * (1 - s): far from 0, 1 - s cancels catastrophically.
+      return alpha * ew_sig(alpha * z) * ew_sig(-alpha * z);
     case kSurrogateAtan: {
       const float u = 1.5707963267948966f * alpha * z;
       return 0.5f * alpha / (1.0f + u * u);

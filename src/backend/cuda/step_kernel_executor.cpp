@@ -3,6 +3,7 @@
 // parameter struct, and flex16 outputs record what their stores saw in their storage.
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -142,13 +143,21 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
       args.seq_out_stats[flex_outputs[f]] = static_cast<ExprStats*>(stats.get()) + f;
   }
 
-  const unsigned block = block_size(n, multiprocessors(device));
-  const std::int64_t blocks = (n + block - 1) / block;
+  // Four neurons per thread where every sequence can be moved as whole vector words: N a
+  // multiple of 4 and each sequence's base aligned to 4 elements (then every t * N + n is too).
+  bool vec4 = n % 4 == 0;
+  for (const auto* arrays : {&launch.seq_in, &launch.seq_out})
+    for (const Array& a : *arrays)
+      vec4 = vec4 && reinterpret_cast<std::uintptr_t>(a.data()) % (4 * itemsize(a.dtype())) == 0;
+  const std::int64_t threads = vec4 ? n / 4 : n;
+  const unsigned block = block_size(threads, multiprocessors(device));
+  const std::int64_t blocks = (threads + block - 1) / block;
   if (blocks > std::numeric_limits<int>::max())
     throw UnsupportedError(cat("step kernel ", kernel.name, " on cuda: ", n,
                                " neurons need more blocks than one launch can have"));
   void* params[] = {&args};
-  module->launch(codegen::kStepKernelEntry, static_cast<unsigned>(blocks), block, params);
+  module->launch(vec4 ? codegen::kStepKernelEntryVec4 : codegen::kStepKernelEntry,
+                 static_cast<unsigned>(blocks), block, params);
   FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_step_kernel");
 
   if (stats_bytes) {
