@@ -247,7 +247,8 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
     config.input_dtypes.push_back(x.dtype());
     launch.seq_in.push_back(x.reshape({g.steps, g.neurons}));
   }
-  const snn::StepKernel kernel = snn::make_forward_kernel(c, config);
+  const std::shared_ptr<const snn::StepKernel> kernel_ptr = snn::forward_kernel(c, config);
+  const snn::StepKernel& kernel = *kernel_ptr;
 
   NeuronForward result;
   std::vector<Array> sequences;  // [T, *shape], in seq_out order
@@ -333,7 +334,8 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
     config.grad_state_seqs.push_back(gv.dtype());
     launch.seq_in.push_back(gv.reshape({g.steps, g.neurons}));
   }
-  const snn::StepKernel kernel = snn::make_backward_kernel(c, config);
+  const std::shared_ptr<const snn::StepKernel> kernel_ptr = snn::backward_kernel(c, config);
+  const snn::StepKernel& kernel = *kernel_ptr;
 
   NeuronGradients result;
   for (const std::string& input : c.spec.inputs) {

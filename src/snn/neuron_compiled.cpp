@@ -4,6 +4,7 @@
 
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
+#include "codegen/cuda_step_kernel_source.hpp"
 #include "snn/step_autodiff.hpp"
 
 namespace flexkit::snn {
@@ -203,6 +204,46 @@ std::string value_text(const NeuronCompiled& neuron, int value, int depth) {
 }
 
 }  // namespace
+
+namespace {
+
+std::shared_ptr<const StepKernel> memoised(const NeuronCompiled& neuron, const std::string& key,
+                                           const std::function<StepKernel()>& make) {
+  {
+    std::lock_guard<std::mutex> lock(neuron.kernels_mutex);
+    if (auto it = neuron.kernels.find(key); it != neuron.kernels.end()) return it->second;
+  }
+  StepKernel k = make();
+  k.structure = codegen::step_kernel_structure(k);
+  auto shared = std::make_shared<const StepKernel>(std::move(k));
+  std::lock_guard<std::mutex> lock(neuron.kernels_mutex);
+  return neuron.kernels.emplace(key, std::move(shared)).first->second;
+}
+
+std::string dtype_key(const std::optional<DType>& d) {
+  return d ? std::string(dtype_name(*d)) : std::string("-");
+}
+
+}  // namespace
+
+std::shared_ptr<const StepKernel> forward_kernel(const NeuronCompiled& neuron,
+                                                 const ForwardKernelConfig& config) {
+  std::string key = cat("fwd ", to_string(config.kind), " ", dtype_name(config.storage.sequence_dtype),
+                        " ", dtype_name(config.storage.spike_dtype), " ",
+                        dtype_name(config.storage.residual_dtype), " ",
+                        config.storage.keep_state_sequences, " in");
+  for (DType d : config.input_dtypes) key += cat(" ", dtype_name(d));
+  return memoised(neuron, key, [&] { return make_forward_kernel(neuron, config); });
+}
+
+std::shared_ptr<const StepKernel> backward_kernel(const NeuronCompiled& neuron,
+                                                  const BackwardKernelConfig& config) {
+  std::string key = cat("bwd ", dtype_name(config.residual_dtype), " out");
+  for (const auto& d : config.grad_outputs) key += cat(" ", dtype_key(d));
+  key += " states";
+  for (const auto& d : config.grad_state_seqs) key += cat(" ", dtype_key(d));
+  return memoised(neuron, key, [&] { return make_backward_kernel(neuron, config); });
+}
 
 std::string residual_name(const NeuronCompiled& neuron, int value) {
   return value_text(neuron, value, 0);

@@ -2,7 +2,10 @@
 // lowered step, the residual plan and the states' initial values. Kernels for a call are
 // assembled from it (cheap: a few hundred instructions at most).
 #pragma once
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -14,11 +17,20 @@
 namespace flexkit::snn {
 
 struct NeuronCompiled {
+  NeuronCompiled() = default;
+  NeuronCompiled(const NeuronCompiled&) = delete;
+  NeuronCompiled& operator=(const NeuronCompiled&) = delete;
+
   NeuronSpec spec;
   LoweredStep step;
   std::vector<int> residuals;           // forward value ids stored per neuron-step
   std::vector<double> initial_values;   // per state
   std::vector<bool> output_is_spike;    // per output: its value is spike(...), 0 or 1
+
+  // Kernels assembled for earlier calls, by configuration: a repeated call costs a lookup, not
+  // differentiation and listing (tens of microseconds, a tenth of a LIF step kernel's run).
+  mutable std::mutex kernels_mutex;
+  mutable std::map<std::string, std::shared_ptr<const StepKernel>> kernels;
 };
 
 std::shared_ptr<const NeuronCompiled> compile_neuron(NeuronSpec spec);
@@ -32,6 +44,9 @@ struct ForwardKernelConfig {
 };
 bool writes_state_sequences(const ForwardKernelConfig& config);
 StepKernel make_forward_kernel(const NeuronCompiled& neuron, const ForwardKernelConfig& config);
+// The same, memoised in `neuron` with its structure filled in.
+std::shared_ptr<const StepKernel> forward_kernel(const NeuronCompiled& neuron,
+                                                 const ForwardKernelConfig& config);
 
 // Backward. Slots: seq_in = the residuals, then the given output gradients, then the given
 // state-sequence gradients (each in neuron order); seq_out = the input gradients (f32);
@@ -42,6 +57,8 @@ struct BackwardKernelConfig {
   std::vector<std::optional<DType>> grad_state_seqs;   // per state; nullopt = zero
 };
 StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKernelConfig& config);
+std::shared_ptr<const StepKernel> backward_kernel(const NeuronCompiled& neuron,
+                                                  const BackwardKernelConfig& config);
 
 // The learnable runtime param slots, in order (their accumulators follow the state gradients).
 std::vector<int> learnable_param_slots(const NeuronCompiled& neuron);

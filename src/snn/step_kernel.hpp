@@ -115,6 +115,9 @@ struct StepKernel {
   std::vector<int> carried_next;  // value id each carried value takes after a step
   std::vector<ParamSlot> params;
   StepProgram body;
+  // codegen::step_kernel_structure of this kernel when the kernel was memoised with it (the
+  // backends' cache key); empty = compute it on use.
+  std::string structure;
 };
 
 // Readable listing, one instruction per line ("%3 = mul %1, %2"); also the structural identity

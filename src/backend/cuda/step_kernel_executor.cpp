@@ -106,7 +106,8 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
 
   DeviceGuard guard(device);
   const std::shared_ptr<const RtcModule> module =
-      KernelCache::instance().get(device, "step|" + codegen::step_kernel_structure(kernel),
+      KernelCache::instance().get(device, "step|" + (kernel.structure.empty() ? codegen::step_kernel_structure(kernel)
+                                                      : kernel.structure),
                                   [&] { return cuda_step_kernel_source(kernel); });
   auto stream = static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
 
@@ -145,7 +146,9 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
 
   // Four neurons per thread where every sequence can be moved as whole vector words: N a
   // multiple of 4 and each sequence's base aligned to 4 elements (then every t * N + n is too).
-  bool vec4 = n % 4 == 0;
+  // Reverse (backward) kernels stay at one lane: they read two or more sequences per step, and
+  // the wider kernel's registers cost more occupancy than its wider words gain (measured).
+  bool vec4 = !kernel.reverse && n % 4 == 0;
   for (const auto* arrays : {&launch.seq_in, &launch.seq_out})
     for (const Array& a : *arrays)
       vec4 = vec4 && reinterpret_cast<std::uintptr_t>(a.data()) % (4 * itemsize(a.dtype())) == 0;
