@@ -285,6 +285,23 @@ class Generator {
     for (std::size_t j = 0; j < k_.seq_out.size(); ++j) os_.line("stcs_lanes<V>(out", j, " + at, w", j, ");");
   }
 
+  void batch_body(const std::string& first_t, const char* dir, bool guarded) {
+    const char* guard = guarded ? "if (u < count) " : "";
+    os_.line("const int64_t first = ", first_t, " * n + i;");
+    for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
+      if (!used_in_[s]) continue;
+      os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[kBatch][V];");
+      os_.line("#pragma unroll");
+      os_.line("for (int u = 0; u < kBatch; ++u)");
+      os_.line("  ", guard, "ldcs_lanes<V>(in", s, " + (first", dir, "u * n), raw", s, "[u]);");
+    }
+    os_.line("#pragma unroll");
+    CodeStream::Scope step(os_, "for (int u = 0; u < kBatch; ++u)");
+    if (guarded) os_.line("if (u >= count) break;");
+    os_.line("const int64_t at = first", dir, "u * n;");
+    lanes_step("[u]");
+  }
+
   void kernel() {
     const bool rev = k_.reverse;
     os_.line("// Each thread runs V neighbouring neurons (V = 4 moves 4 lanes per load and store");
@@ -337,25 +354,31 @@ class Generator {
         const std::string first_t = rev ? "(steps - 1 - step)" : "step";
         const char* dir = rev ? " - " : " + ";
         // Whole batches of kBatch steps: every load of the batch is issued before the first
-        // step is computed. The last, partial batch does the same under guards, so short
+        // step is computed. With four lanes the last, partial batch does the same under guards
+        // (kept out of the main loop, whose unguarded form schedules better), so short
         // sequences (T < kBatch) keep their loads in flight together too.
+        os_.line("int64_t step = 0;");
         {
-          CodeStream::Scope batch(os_, "for (int64_t step = 0; step < steps; step += kBatch)");
-          os_.line("const int count = steps - step < kBatch ? int(steps - step) : kBatch;");
-          os_.line("const int64_t first = ", first_t, " * n + i;");
+          CodeStream::Scope batch(os_, "for (; step + kBatch <= steps; step += kBatch)");
+          batch_body(first_t, dir, /*guarded=*/false);
+        }
+        {
+          // One lane: step by step (a guarded batch would cost registers, hence occupancy, in
+          // the main loop too).
+          CodeStream::Scope one(os_, "if constexpr (V == 1)");
+          CodeStream::Scope rest(os_, "for (; step < steps; ++step)");
+          os_.line("const int64_t at = ", first_t, " * n + i;");
           for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
             if (!used_in_[s]) continue;
-            os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[kBatch][V];");
-            os_.line("#pragma unroll");
-            os_.line("for (int u = 0; u < kBatch; ++u)");
-            os_.line("  if (u < count) ldcs_lanes<V>(in", s, " + (first", dir, "u * n), raw", s,
-                     "[u]);");
+            os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[V];");
+            os_.line("ldcs_lanes<V>(in", s, " + at, raw", s, ");");
           }
-          os_.line("#pragma unroll");
-          CodeStream::Scope step(os_, "for (int u = 0; u < kBatch; ++u)");
-          os_.line("if (u >= count) break;");
-          os_.line("const int64_t at = first", dir, "u * n;");
-          lanes_step("[u]");
+          lanes_step("");
+        }
+        {
+          CodeStream::Scope wide(os_, "else if (step < steps)");
+          os_.line("const int count = int(steps - step);");
+          batch_body(first_t, dir, /*guarded=*/true);
         }
         for (std::size_t c = 0; c < k_.carried.size(); ++c) {
           os_.line("if (args.carried_final[", c, "])");
