@@ -26,9 +26,14 @@ FLEXKIT_HD float ew_spike(float z) {
 FLEXKIT_HD float ew_surrogate_grad(int kind, float alpha, float z) {
   const float az = FLEXKIT_MATHF(fabs)(z);
   switch (kind) {
-    case kSurrogateSigmoid:
-      // sig(u) * sig(-u) rather than s * (1 - s): far from 0, 1 - s cancels catastrophically.
-      return alpha * ew_sig(alpha * z) * ew_sig(-alpha * z);
+    case kSurrogateSigmoid: {
+      // sig(u) * sig(-u) = t / (1 + t)^2 with t = exp(-|u|): no cancellation (s * (1 - s)
+      // loses digits far from 0), and one exponential and one division, which the backward of
+      // a bandwidth-bound kernel notices.
+      const float t = FLEXKIT_MATHF(exp)(-alpha * az);
+      const float d = 1.0f + t;
+      return alpha * t / (d * d);
+    }
     case kSurrogateAtan: {
       const float u = 1.5707963267948966f * alpha * z;
       return 0.5f * alpha / (1.0f + u * u);
