@@ -42,8 +42,8 @@ Timing measure(const Neuron& neuron, const Array& x, const Array& gs, NeuronStor
   t.inference_ms = bench::median_gpu_ms([&] {
     neuron_forward(neuron, NeuronKernelKind::inference_final_state, {{"x", x}}, {}, {}, storage);
   });
-  NeuronForward f = neuron_forward(neuron, NeuronKernelKind::training_forward, {{"x", x}}, {}, {},
-                                   storage);
+  NeuronForward f =
+      neuron_forward(neuron, NeuronKernelKind::training_forward, {{"x", x}}, {}, {}, storage);
   t.residual_bytes = residual_bytes(*f.residuals);
   t.fwd_ms = bench::median_gpu_ms([&] {
     f = neuron_forward(neuron, NeuronKernelKind::training_forward, {{"x", x}}, {}, {}, storage);
@@ -118,8 +118,8 @@ int main() {
           r.fwd_ms + r.bwd_ms, 20 * ns, note);
     }
     std::printf("| %-52s | %8.3f | %8s | %8s |\n",
-                "SpikingJelly Triton LIF fwd+bwd (BENCHMARKS.md) / ours", 2.159 / (t.fwd_ms + t.bwd_ms),
-                "", "");
+                "SpikingJelly Triton LIF fwd+bwd (BENCHMARKS.md) / ours",
+                2.159 / (t.fwd_ms + t.bwd_ms), "", "");
   }
   return 0;
 }

@@ -26,8 +26,9 @@ TEST(NeuronKernels, LifAndIfStoreOneValuePerNeuronStep) {
   for (const char* name : {"lif", "if"}) {
     for (const char* reset : {"0", "none"}) {
       for (const char* detach : {"false", "true"}) {
-        Neuron n = Neuron::builtin(name).with_setting("v_reset", reset).with_setting(
-            "detach_reset", detach);
+        Neuron n = Neuron::builtin(name)
+                       .with_setting("v_reset", reset)
+                       .with_setting("detach_reset", detach);
         // One value: h, or h - v_threshold where h itself is not read (the cut nearest the
         // derivative is taken among equal-sized ones).
         ASSERT_EQ(n.residual_plan().size(), 1u) << name << " " << reset << " " << detach;

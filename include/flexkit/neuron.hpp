@@ -74,7 +74,8 @@ class Neuron {
   Neuron with(std::string_view name, double value) const;
   // SpikingJelly-style settings, as the command line spells them: any parameter by name with a
   // number, plus `v_reset=none` (soft reset), `decay_input` / `detach_reset` = true|false|1|0,
-  // `surrogate=NAME[(alpha)]` (every spike of the body) and PLIF's `init_tau` (w = -log(init_tau-1)).
+  // `surrogate=NAME[(alpha)]` (every spike of the body) and PLIF's `init_tau` (w =
+  // -log(init_tau-1)).
   Neuron with_setting(std::string_view name, std::string_view value) const;
 
   const std::string& name() const;
@@ -86,9 +87,9 @@ class Neuron {
   double initial_state_value(std::string_view state) const;
 
   // Introspection (what `flexkit neuron show` prints).
-  std::string source() const;              // canonical neuron-language text
-  std::string forward_program() const;     // the lowered step body
-  std::string backward_program() const;    // the derived backward step body
+  std::string source() const;                      // canonical neuron-language text
+  std::string forward_program() const;             // the lowered step body
+  std::string backward_program() const;            // the derived backward step body
   std::vector<std::string> residual_plan() const;  // values stored per neuron-step
   std::string cuda_source(NeuronKernelKind kind) const;
   std::string cpu_program(NeuronKernelKind kind) const;
@@ -151,7 +152,7 @@ class NeuronLayer {
   void reset();  // states back to their initial values; drops residuals
 
   const NamedArrays& states() const { return states_; }
-  NamedArrays& params() { return params_; }   // learnable / per-neuron values
+  NamedArrays& params() { return params_; }  // learnable / per-neuron values
   const NamedArrays& grads() const { return grads_; }
   void zero_grad() { grads_.clear(); }
   const Neuron& neuron() const { return neuron_; }
@@ -193,8 +194,7 @@ NeuronValue operator>=(const NeuronValue& a, const NeuronValue& b);
 // Any function of the language by name: call("exp", {z}), call("where", {c, a, b}).
 NeuronValue call(std::string_view function, const std::vector<NeuronValue>& args);
 // spike(z, surrogate) with a surrogate of SPEC §5 ("sigmoid", "atan", ...); alpha < 0 = default.
-NeuronValue spike(const NeuronValue& z, std::string_view surrogate = "sigmoid",
-                  double alpha = -1);
+NeuronValue spike(const NeuronValue& z, std::string_view surrogate = "sigmoid", double alpha = -1);
 NeuronValue detach(const NeuronValue& z);
 
 class NeuronBuilder {

@@ -8,7 +8,7 @@ namespace flexkit::rtc {
 
 template <int V, class T>
 __device__ __forceinline__ void ldcs_lanes(const T* p, T (&out)[V]) {
-  typedef typename VectorWord<V * int(sizeof(T))>::type Word;
+  typedef typename VectorWord<V* int(sizeof(T))>::type Word;
   union {
     Word w;
     T t[V];
@@ -20,7 +20,7 @@ __device__ __forceinline__ void ldcs_lanes(const T* p, T (&out)[V]) {
 
 template <int V, class T>
 __device__ __forceinline__ void stcs_lanes(T* p, const T (&in)[V]) {
-  typedef typename VectorWord<V * int(sizeof(T))>::type Word;
+  typedef typename VectorWord<V* int(sizeof(T))>::type Word;
   union {
     Word w;
     T t[V];

@@ -195,7 +195,8 @@ class Generator {
              " && sizeof(ExprStats) == ", sizeof(codegen::ExprStats),
              ", \"kernel parameter structs differ from the host's\");");
     os_.blank();
-    os_.line("// Steps whose sequence values are loaded before any of them is computed (one lane).");
+    os_.line(
+        "// Steps whose sequence values are loaded before any of them is computed (one lane).");
     os_.line("constexpr int kBatchSteps = ", batch_, ";");
     os_.blank();
   }
@@ -254,8 +255,7 @@ class Generator {
   void store_outputs_to_lanes() {
     for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
       os_.line("w", j, "[l] = ",
-               store_expr(k_.seq_out[j].dtype, cat("out[", j, "]"), out_iwl(j), out_stats(j)),
-               ";");
+               store_expr(k_.seq_out[j].dtype, cat("out[", j, "]"), out_iwl(j), out_stats(j)), ";");
   }
 
   // `const float in[]` for one step, each loaded slot's value from `raw(slot)`.
@@ -282,7 +282,8 @@ class Generator {
       os_.line("step_body(in, state[l], p[l], out);");
       store_outputs_to_lanes();
     }
-    for (std::size_t j = 0; j < k_.seq_out.size(); ++j) os_.line("stcs_lanes<V>(out", j, " + at, w", j, ");");
+    for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
+      os_.line("stcs_lanes<V>(out", j, " + at, w", j, ");");
   }
 
   void batch_body(const std::string& first_t, const char* dir, bool guarded) {
@@ -305,16 +306,20 @@ class Generator {
   void kernel() {
     const bool rev = k_.reverse;
     os_.line("// Each thread runs V neighbouring neurons (V = 4 moves 4 lanes per load and store");
-    os_.line("// when N and the addresses allow it); t runs ", rev ? "T-1 down to 0" : "0 up to T-1",
-             ". Sequences are [T, N]: element t * N + n.");
+    os_.line("// when N and the addresses allow it); t runs ",
+             rev ? "T-1 down to 0" : "0 up to T-1", ". Sequences are [T, N]: element t * N + n.");
     {
-      CodeStream::Scope fn(os_, "template <int V> __device__ __forceinline__ void run_neurons(const StepKernelArgs& args)");
+      CodeStream::Scope fn(os_,
+                           "template <int V> __device__ __forceinline__ void run_neurons(const "
+                           "StepKernelArgs& args)");
       os_.line("const int64_t n = args.neurons;");
       os_.line("const int64_t steps = args.steps;");
       os_.line("const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V;");
       // Four lanes already quadruple the bytes of each load; half the batch keeps the registers
       // (and so the occupancy) of the one-lane kernel.
-      os_.line("constexpr int kBatch = V == 1 ? kBatchSteps : (kBatchSteps / 2 > 2 ? kBatchSteps / 2 : 2);");
+      os_.line(
+          "constexpr int kBatch = V == 1 ? kBatchSteps : (kBatchSteps / 2 > 2 ? kBatchSteps / 2 : "
+          "2);");
       for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
         if (!used_in_[s]) continue;
         const char* type = raw_type(k_.seq_in[s].dtype);
@@ -327,7 +332,8 @@ class Generator {
       for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
         const char* type = raw_type(k_.seq_out[j].dtype);
         os_.line(type, "* __restrict__ out", j, " = static_cast<", type, "*>(args.seq_out[", j,
-                 "]);  // ", comment_safe(k_.seq_out[j].name), ": ", dtype_name(k_.seq_out[j].dtype));
+                 "]);  // ", comment_safe(k_.seq_out[j].name), ": ",
+                 dtype_name(k_.seq_out[j].dtype));
         if (k_.seq_out[j].dtype == DType::flex16) {
           os_.line("const int ", out_iwl(j), " = args.seq_out_iwl[", j, "];");
           os_.line("StatsLocal ", out_stats(j), " = {0, 0ull, 0ull};");
@@ -346,8 +352,8 @@ class Generator {
                      comment_safe(k_.params[q].name));
           if (k_.params.empty()) os_.line("p[l][0] = 0.0f;");
           for (std::size_t c = 0; c < k_.carried.size(); ++c)
-            os_.line("state[l][", c, "] = args.carried_init[", c, "] ? __ldg(args.carried_init[",
-                     c, "] + i + l) : args.carried_init_value[", c, "];  // ",
+            os_.line("state[l][", c, "] = args.carried_init[", c, "] ? __ldg(args.carried_init[", c,
+                     "] + i + l) : args.carried_init_value[", c, "];  // ",
                      comment_safe(k_.carried[c].name));
           if (k_.carried.empty()) os_.line("state[l][0] = 0.0f;");
         }
@@ -390,7 +396,8 @@ class Generator {
       for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
         if (k_.seq_out[j].dtype != DType::flex16) continue;
         if (first_commit)
-          os_.line("// Every thread of the block takes part, including those past the last neuron.");
+          os_.line(
+              "// Every thread of the block takes part, including those past the last neuron.");
         else
           os_.line("__syncthreads();  // commit_stats reuses one shared buffer");
         first_commit = false;
@@ -401,7 +408,8 @@ class Generator {
     os_.line("FLEXKIT_KERNEL void __launch_bounds__(", codegen::kStepMaxBlock, ") ",
              codegen::kStepKernelEntry, "(const StepKernelArgs args) { run_neurons<1>(args); }");
     os_.line("FLEXKIT_KERNEL void __launch_bounds__(", codegen::kStepMaxBlock, ") ",
-             codegen::kStepKernelEntryVec4, "(const StepKernelArgs args) { run_neurons<4>(args); }");
+             codegen::kStepKernelEntryVec4,
+             "(const StepKernelArgs args) { run_neurons<4>(args); }");
   }
 
   const StepKernel& k_;

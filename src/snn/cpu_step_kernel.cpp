@@ -92,7 +92,7 @@ void store_lanes(const Array& a, std::int64_t offset, int lanes, const float* in
 // plain vectorisable kernel.
 void run_instr(const StepInstr& in, int lanes, const float* a, const float* b, const float* c,
                float* out) {
-#define FLEXKIT_LANES(expr)                          \
+#define FLEXKIT_LANES(expr)                        \
   for (int l = 0; l < lanes; ++l) out[l] = (expr); \
   break
   switch (in.op) {

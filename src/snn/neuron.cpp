@@ -41,16 +41,16 @@ Neuron Neuron::named_or_file(std::string_view name_or_path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     std::string names;
-    for (const std::string& name : builtin_neuron_names()) names += cat(names.empty() ? "" : ", ", name);
-    throw IoError(cat("'", name_or_path, "' is neither a built-in neuron (", names,
-                      ") nor a readable file"));
+    for (const std::string& name : builtin_neuron_names())
+      names += cat(names.empty() ? "" : ", ", name);
+    throw IoError(
+        cat("'", name_or_path, "' is neither a built-in neuron (", names, ") nor a readable file"));
   }
   std::ostringstream text;
   text << in.rdbuf();
   if (text.str().size() > kMaxNeuronSourceBytes)
-    throw NeuronError(cat(path.string(), ": the file is larger than ", kMaxNeuronSourceBytes,
-                          " bytes"),
-                      0, 0);
+    throw NeuronError(
+        cat(path.string(), ": the file is larger than ", kMaxNeuronSourceBytes, " bytes"), 0, 0);
   return parse(text.str(), path.string());
 }
 
@@ -106,19 +106,20 @@ snn::NeuronSpec set_surrogate(snn::NeuronSpec spec, std::string_view text) {
     name = std::string(text.substr(0, open));
     alpha_text = std::string(text.substr(open + 1, text.size() - open - 2));
   }
-  const snn::Surrogate all[] = {snn::Surrogate::kSigmoid,      snn::Surrogate::kAtan,
-                                snn::Surrogate::kPiecewiseQuadratic,
-                                snn::Surrogate::kPiecewiseExp, snn::Surrogate::kSoftSign,
-                                snn::Surrogate::kSuperSpike,   snn::Surrogate::kErf};
+  const snn::Surrogate all[] = {
+      snn::Surrogate::kSigmoid,      snn::Surrogate::kAtan,     snn::Surrogate::kPiecewiseQuadratic,
+      snn::Surrogate::kPiecewiseExp, snn::Surrogate::kSoftSign, snn::Surrogate::kSuperSpike,
+      snn::Surrogate::kErf};
   std::string names;
   for (snn::Surrogate s : all) {
     if (snn::surrogate_name(s) != name) {
       names += cat(names.empty() ? "" : ", ", snn::surrogate_name(s));
       continue;
     }
-    const double alpha = alpha_text.empty() ? snn::default_alpha(s)
-                                            : parse_number("surrogate alpha", alpha_text);
-    if (!(alpha > 0)) throw ValueError(cat("setting surrogate: alpha must be positive, got ", alpha));
+    const double alpha =
+        alpha_text.empty() ? snn::default_alpha(s) : parse_number("surrogate alpha", alpha_text);
+    if (!(alpha > 0))
+      throw ValueError(cat("setting surrogate: alpha must be positive, got ", alpha));
     for (snn::Statement& st : spec.statements) st.value = with_surrogate(st.value, s, alpha);
     return spec;
   }

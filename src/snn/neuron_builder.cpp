@@ -86,7 +86,8 @@ NeuronValue NeuronBuilder::input(const std::string& name) {
 
 NeuronValue NeuronBuilder::state(const std::string& name, double initial_value) {
   states_.push_back(name);
-  if (initial_value != 0.0) declarations_.push_back(cat("init ", name, " = ", number(initial_value), ";"));
+  if (initial_value != 0.0)
+    declarations_.push_back(cat("init ", name, " = ", number(initial_value), ";"));
   return neuron_value_from_text(name);
 }
 

@@ -115,8 +115,8 @@ Geometry check_sequences(const std::string& neuron, const NamedArrays& given,
       continue;
     }
     if (g.device != expected->device)
-      throw DeviceError(cat("neuron ", neuron, ": ", what, " '", name, "' is on ",
-                            g.device.str(), ", the other arguments on ", expected->device.str()));
+      throw DeviceError(cat("neuron ", neuron, ": ", what, " '", name, "' is on ", g.device.str(),
+                            ", the other arguments on ", expected->device.str()));
     if (g.steps != expected->steps || g.shape != expected->shape) {
       Shape want{expected->steps};
       want.insert(want.end(), expected->shape.begin(), expected->shape.end());
@@ -138,8 +138,8 @@ std::vector<Array> per_neuron_arrays(const std::string& neuron, const NamedArray
     const std::size_t i = index_of(names, name);
     if (i == names.size()) {
       if (names.empty())
-        throw ValueError(cat("neuron ", neuron, " has no states, but ", what, " '", name,
-                             "' was given"));
+        throw ValueError(
+            cat("neuron ", neuron, " has no states, but ", what, " '", name, "' was given"));
       throw ValueError(cat("neuron ", neuron, ": no state '", name, "' (", what,
                            "); its states are: ", name_list(names)));
     }
@@ -177,13 +177,13 @@ std::vector<Array> runtime_params(const snn::NeuronCompiled& c, const NamedArray
                              name, "\", value) instead of passing an array"));
       std::vector<std::string> names;
       for (const snn::ParamSlot& s : slots) names.push_back(s.name);
-      throw ValueError(cat("neuron ", c.spec.name, ": no learnable or per-neuron parameter '",
-                           name, "'; these take arrays: ", name_list(names)));
+      throw ValueError(cat("neuron ", c.spec.name, ": no learnable or per-neuron parameter '", name,
+                           "'; these take arrays: ", name_list(names)));
     }
     check_defined(array, cat("parameter '", name, "'"));
     if (!is_float_dtype(array.dtype()))
-      throw DTypeError(cat("neuron ", c.spec.name, ": parameter '", name, "' is ",
-                           array.describe(), "; expected a float dtype"));
+      throw DTypeError(cat("neuron ", c.spec.name, ": parameter '", name, "' is ", array.describe(),
+                           "; expected a float dtype"));
     if (array.device() != g.device)
       throw DeviceError(cat("neuron ", c.spec.name, ": parameter '", name, "' is on ",
                             array.device().str(), ", the sequences on ", g.device.str()));
@@ -229,11 +229,11 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
   check_storage(storage);
   for (const std::string& input : c.spec.inputs)
     if (!inputs.count(input))
-      throw ValueError(cat("neuron ", name, ": input '", input, "' is missing; inputs: ",
-                           name_list(c.spec.inputs)));
+      throw ValueError(cat("neuron ", name, ": input '", input,
+                           "' is missing; inputs: ", name_list(c.spec.inputs)));
   const Geometry g = check_sequences(name, inputs, c.spec.inputs, "input", std::nullopt);
-  std::vector<Array> init = per_neuron_arrays(name, initial_states, c.spec.states,
-                                              "initial state", g);
+  std::vector<Array> init =
+      per_neuron_arrays(name, initial_states, c.spec.states, "initial state", g);
   std::vector<Array> param_values = runtime_params(c, params, g);
 
   snn::ForwardKernelConfig config;
@@ -265,7 +265,8 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
   run(kernel, launch, g.device);
 
   std::size_t next = 0;
-  for (const std::string& output : c.spec.outputs) result.outputs.emplace(output, sequences[next++]);
+  for (const std::string& output : c.spec.outputs)
+    result.outputs.emplace(output, sequences[next++]);
   if (snn::writes_state_sequences(config))
     for (const std::string& state : c.spec.states)
       result.state_sequences.emplace(state, sequences[next++]);
@@ -299,10 +300,12 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
   g.shape = residuals.neuron_shape;
   g.neurons = shape_numel(g.shape);
   g.device = residuals.device;
-  if (!grad_outputs.empty()) check_sequences(name, grad_outputs, c.spec.outputs, "output gradient", g);
+  if (!grad_outputs.empty())
+    check_sequences(name, grad_outputs, c.spec.outputs, "output gradient", g);
   if (!grad_state_sequences.empty()) {
     if (c.spec.states.empty())
-      throw ValueError(cat("neuron ", name, " has no states, but state-sequence gradients were given"));
+      throw ValueError(
+          cat("neuron ", name, " has no states, but state-sequence gradients were given"));
     check_sequences(name, grad_state_sequences, c.spec.states, "state-sequence gradient", g);
   }
   std::vector<Array> grad_final =

@@ -2,9 +2,9 @@
 
 #include <functional>
 
+#include "codegen/cuda_step_kernel_source.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
-#include "codegen/cuda_step_kernel_source.hpp"
 #include "snn/step_autodiff.hpp"
 
 namespace flexkit::snn {
@@ -30,8 +30,7 @@ std::shared_ptr<const NeuronCompiled> compile_neuron(NeuronSpec spec) {
 
 bool writes_state_sequences(const ForwardKernelConfig& config) {
   return config.kind == NeuronKernelKind::inference ||
-         (config.kind == NeuronKernelKind::training_forward &&
-          config.storage.keep_state_sequences);
+         (config.kind == NeuronKernelKind::training_forward && config.storage.keep_state_sequences);
 }
 
 std::vector<int> learnable_param_slots(const NeuronCompiled& neuron) {
@@ -78,7 +77,8 @@ StepKernel make_forward_kernel(const NeuronCompiled& neuron, const ForwardKernel
   }
   if (config.kind == NeuronKernelKind::training_forward) {
     for (int r : neuron.residuals) {
-      k.seq_out.push_back({cat("residual ", residual_name(neuron, r)), config.storage.residual_dtype});
+      k.seq_out.push_back(
+          {cat("residual ", residual_name(neuron, r)), config.storage.residual_dtype});
       values.push_back(r);
     }
   }
@@ -106,8 +106,8 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   std::vector<int> residual_slot(fwd.size(), -1);
   for (std::size_t r = 0; r < neuron.residuals.size(); ++r) {
     residual_slot[static_cast<std::size_t>(neuron.residuals[r])] = static_cast<int>(r);
-    k.seq_in.push_back({cat("residual ", residual_name(neuron, neuron.residuals[r])),
-                        config.residual_dtype});
+    k.seq_in.push_back(
+        {cat("residual ", residual_name(neuron, neuron.residuals[r])), config.residual_dtype});
   }
   std::vector<int> memo(fwd.size(), -1);
   std::function<int(int)> forward_value = [&](int id) -> int {
@@ -164,7 +164,8 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
     values.push_back(grads.old_states[s] >= 0 ? grads.old_states[s] : b.constant(0.0f));
   for (int slot : learnable_param_slots(neuron)) {
     const int acc = b.leaf(StepOp::carried, static_cast<int>(k.carried.size()));
-    k.carried.push_back({cat("grad ", step.runtime_params[static_cast<std::size_t>(slot)].name), 0.0f});
+    k.carried.push_back(
+        {cat("grad ", step.runtime_params[static_cast<std::size_t>(slot)].name), 0.0f});
     const int g = grads.params[static_cast<std::size_t>(slot)];
     values.push_back(g >= 0 ? b.op(StepOp::add, acc, g) : acc);
   }
@@ -199,7 +200,8 @@ std::string value_text(const NeuronCompiled& neuron, int value, int depth) {
   }
   text = cat(step_op_name(in.op), "(");
   const int arity = step_op_arity(in.op);
-  for (int j = 0; j < arity; ++j) text += cat(j ? ", " : "", arg(j == 0 ? in.a : j == 1 ? in.b : in.c));
+  for (int j = 0; j < arity; ++j)
+    text += cat(j ? ", " : "", arg(j == 0 ? in.a : j == 1 ? in.b : in.c));
   return text + ")";
 }
 
@@ -228,10 +230,10 @@ std::string dtype_key(const std::optional<DType>& d) {
 
 std::shared_ptr<const StepKernel> forward_kernel(const NeuronCompiled& neuron,
                                                  const ForwardKernelConfig& config) {
-  std::string key = cat("fwd ", to_string(config.kind), " ", dtype_name(config.storage.sequence_dtype),
-                        " ", dtype_name(config.storage.spike_dtype), " ",
-                        dtype_name(config.storage.residual_dtype), " ",
-                        config.storage.keep_state_sequences, " in");
+  std::string key =
+      cat("fwd ", to_string(config.kind), " ", dtype_name(config.storage.sequence_dtype), " ",
+          dtype_name(config.storage.spike_dtype), " ", dtype_name(config.storage.residual_dtype),
+          " ", config.storage.keep_state_sequences, " in");
   for (DType d : config.input_dtypes) key += cat(" ", dtype_name(d));
   return memoised(neuron, key, [&] { return make_forward_kernel(neuron, config); });
 }
@@ -262,7 +264,8 @@ std::string listing(const StepProgram& program, const std::vector<std::string>* 
     if (in.op == StepOp::spike || in.op == StepOp::spike_grad)
       out += cat(" ", surrogate_name(in.surrogate), "(", in.alpha, ")");
     const int arity = step_op_arity(in.op);
-    for (int j = 0; j < arity; ++j) out += cat(j == 0 ? " %" : ", %", j == 0 ? in.a : j == 1 ? in.b : in.c);
+    for (int j = 0; j < arity; ++j)
+      out += cat(j == 0 ? " %" : ", %", j == 0 ? in.a : j == 1 ? in.b : in.c);
     if (names && !(*names)[i].empty()) out += cat("    # ", (*names)[i]);
     out += "\n";
   }

@@ -5,8 +5,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "flexkit/neuron.hpp"
@@ -23,9 +23,9 @@ struct NeuronCompiled {
 
   NeuronSpec spec;
   LoweredStep step;
-  std::vector<int> residuals;           // forward value ids stored per neuron-step
-  std::vector<double> initial_values;   // per state
-  std::vector<bool> output_is_spike;    // per output: its value is spike(...), 0 or 1
+  std::vector<int> residuals;          // forward value ids stored per neuron-step
+  std::vector<double> initial_values;  // per state
+  std::vector<bool> output_is_spike;   // per output: its value is spike(...), 0 or 1
 
   // Kernels assembled for earlier calls, by configuration: a repeated call costs a lookup, not
   // differentiation and listing (tens of microseconds, a tenth of a LIF step kernel's run).
@@ -53,8 +53,8 @@ std::shared_ptr<const StepKernel> forward_kernel(const NeuronCompiled& neuron,
 // carried = the state gradients, then one accumulator per learnable parameter.
 struct BackwardKernelConfig {
   DType residual_dtype = DType::f32;
-  std::vector<std::optional<DType>> grad_outputs;      // per output; nullopt = zero
-  std::vector<std::optional<DType>> grad_state_seqs;   // per state; nullopt = zero
+  std::vector<std::optional<DType>> grad_outputs;     // per output; nullopt = zero
+  std::vector<std::optional<DType>> grad_state_seqs;  // per state; nullopt = zero
 };
 StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKernelConfig& config);
 std::shared_ptr<const StepKernel> backward_kernel(const NeuronCompiled& neuron,

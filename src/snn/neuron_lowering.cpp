@@ -120,7 +120,8 @@ class Lowering {
     for (const std::string& s : spec_.states) out.new_states.push_back(current_.at(s));
     out.body = b_.program();
     out.value_names.resize(out.body.instrs.size());
-    for (const auto& [value, name] : names_) out.value_names[static_cast<std::size_t>(value)] = name;
+    for (const auto& [value, name] : names_)
+      out.value_names[static_cast<std::size_t>(value)] = name;
     return out;
   }
 

@@ -12,13 +12,13 @@
 namespace flexkit::snn {
 
 struct LoweredStep {
-  StepProgram body;              // may contain detach; kernels strip it after differentiation
+  StepProgram body;  // may contain detach; kernels strip it after differentiation
   std::size_t num_inputs = 0;
-  std::vector<int> outputs;      // value of each output
-  std::vector<int> new_states;   // value of each state after the step
+  std::vector<int> outputs;     // value of each output
+  std::vector<int> new_states;  // value of each state after the step
   std::vector<ParamSlot> runtime_params;
-  std::vector<int> runtime_param_of;  // per spec param: its slot, or -1 when fixed
-  std::vector<bool> learnable;        // per runtime param slot
+  std::vector<int> runtime_param_of;     // per spec param: its slot, or -1 when fixed
+  std::vector<bool> learnable;           // per runtime param slot
   std::vector<std::string> value_names;  // per value: the body name first bound to it, or ""
 };
 

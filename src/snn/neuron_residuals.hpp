@@ -9,7 +9,8 @@
 namespace flexkit {
 
 struct NeuronResiduals {
-  std::shared_ptr<const snn::NeuronCompiled> neuron;  // the neuron (and bound values) that made them
+  std::shared_ptr<const snn::NeuronCompiled>
+      neuron;  // the neuron (and bound values) that made them
   Shape neuron_shape;
   std::int64_t steps = 0;
   Device device = Device::cpu();

@@ -69,7 +69,8 @@ AdjointResult emit_adjoint(const LoweredStep& step, StepBuilder& out,
     int& a = adj[static_cast<std::size_t>(id)];
     a = a < 0 ? contribution : out.op(StepOp::add, a, contribution);
   };
-  for (std::size_t o = 0; o < step.outputs.size(); ++o) accumulate(step.outputs[o], seeds.outputs[o]);
+  for (std::size_t o = 0; o < step.outputs.size(); ++o)
+    accumulate(step.outputs[o], seeds.outputs[o]);
   for (std::size_t s = 0; s < step.new_states.size(); ++s)
     accumulate(step.new_states[s], seeds.new_states[s]);
 
@@ -154,13 +155,12 @@ AdjointResult emit_adjoint(const LoweredStep& step, StepBuilder& out,
       case StepOp::div:
         if (rg[static_cast<std::size_t>(in.a)]) accumulate(in.a, out.op(StepOp::div, g, fv(in.b)));
         if (rg[static_cast<std::size_t>(in.b)])
-          accumulate(in.b,
-                     out.op(StepOp::neg, mul(g, out.op(StepOp::div, fv(self), fv(in.b)))));
+          accumulate(in.b, out.op(StepOp::neg, mul(g, out.op(StepOp::div, fv(self), fv(in.b)))));
         break;
       case StepOp::pow:
         if (rg[static_cast<std::size_t>(in.a)]) {
-          const int d = mul(fv(in.b),
-                            out.op(StepOp::pow, fv(in.a), out.op(StepOp::sub, fv(in.b), k(1.0f))));
+          const int d =
+              mul(fv(in.b), out.op(StepOp::pow, fv(in.a), out.op(StepOp::sub, fv(in.b), k(1.0f))));
           accumulate(in.a, mul(g, d));
         }
         if (rg[static_cast<std::size_t>(in.b)])
@@ -245,7 +245,8 @@ class FlowGraph {
       int push = kInf;
       for (int v = sink; v != source; v = parent[static_cast<std::size_t>(v)].first) {
         const auto [u, e] = parent[static_cast<std::size_t>(v)];
-        push = std::min(push, edges_[static_cast<std::size_t>(u)][static_cast<std::size_t>(e)].capacity);
+        push = std::min(push,
+                        edges_[static_cast<std::size_t>(u)][static_cast<std::size_t>(e)].capacity);
       }
       for (int v = sink; v != source; v = parent[static_cast<std::size_t>(v)].first) {
         const auto [u, e] = parent[static_cast<std::size_t>(v)];
@@ -300,7 +301,8 @@ std::vector<int> plan_residuals(const LoweredStep& step) {
     seeds.outputs.push_back(scratch.leaf(StepOp::seq_in, kSeedSlot + static_cast<int>(o)));
   for (std::size_t s = 0; s < step.new_states.size(); ++s)
     seeds.new_states.push_back(scratch.leaf(StepOp::carried, kSeedSlot + static_cast<int>(s)));
-  const AdjointResult grads = emit_adjoint(step, scratch, [](int id) { return id; }, seeds);
+  const AdjointResult grads = emit_adjoint(
+      step, scratch, [](int id) { return id; }, seeds);
 
   std::vector<int> roots;
   for (const auto* list : {&grads.inputs, &grads.old_states, &grads.params})
@@ -329,7 +331,8 @@ std::vector<int> plan_residuals(const LoweredStep& step) {
     const StepInstr& in = instrs[static_cast<std::size_t>(i)];
     const bool free = in.op == StepOp::constant || in.op == StepOp::param;
     graph.add(2 * i, 2 * i + 1, free ? FlowGraph::kInf : 1);
-    if (in.op == StepOp::seq_in || in.op == StepOp::carried) graph.add(source, 2 * i, FlowGraph::kInf);
+    if (in.op == StepOp::seq_in || in.op == StepOp::carried)
+      graph.add(source, 2 * i, FlowGraph::kInf);
     if (step_op_arity(in.op) > 0)
       for (int operand : {in.a, in.b, in.c})
         if (operand >= 0) graph.add(2 * operand + 1, 2 * i, FlowGraph::kInf);

@@ -185,7 +185,8 @@ StepProgram prune_program(const StepProgram& program, std::vector<int*> roots, b
     if (arity >= 3) in.c = map(in.c);
     renumber[i] = out.raw(in);
   }
-  for (int* r : roots) *r = renumber[static_cast<std::size_t>(forward[static_cast<std::size_t>(*r)])];
+  for (int* r : roots)
+    *r = renumber[static_cast<std::size_t>(forward[static_cast<std::size_t>(*r)])];
   return out.program();
 }
 

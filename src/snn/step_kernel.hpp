@@ -77,8 +77,8 @@ const char* step_op_name(StepOp op);
 struct StepInstr {
   StepOp op = StepOp::constant;
   int a = -1, b = -1, c = -1;
-  float constant = 0;  // StepOp::constant
-  int slot = -1;       // leaves other than constant
+  float constant = 0;                         // StepOp::constant
+  int slot = -1;                              // leaves other than constant
   Surrogate surrogate = Surrogate::kSigmoid;  // spike_grad
   float alpha = 0;                            // spike_grad
 };

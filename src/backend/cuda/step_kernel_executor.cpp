@@ -105,10 +105,11 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   }
 
   DeviceGuard guard(device);
-  const std::shared_ptr<const RtcModule> module =
-      KernelCache::instance().get(device, "step|" + (kernel.structure.empty() ? codegen::step_kernel_structure(kernel)
-                                                      : kernel.structure),
-                                  [&] { return cuda_step_kernel_source(kernel); });
+  const std::shared_ptr<const RtcModule> module = KernelCache::instance().get(
+      device,
+      "step|" +
+          (kernel.structure.empty() ? codegen::step_kernel_structure(kernel) : kernel.structure),
+      [&] { return cuda_step_kernel_source(kernel); });
   auto stream = static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
 
   StepKernelArgs args{};
