@@ -359,6 +359,32 @@ TEST(NeuronLanguage, DeepNestingAndHugeInputAreClearErrors) {
 #ifdef FLEXKIT_NEURON_CORPUS
 // Every seed of the fuzz corpus either parses or throws the typed error; the ones that parse
 // also print back to an equal spec.
+TEST(NeuronLanguage, InitialValues) {
+  NeuronSpec spec = parse_neuron(R"(neuron n(x; v, w) -> s {
+    param v_reset = -0.2;
+    init v = where(v_reset < 0, v_reset, 0) * 2;
+    s = spike(v + x);
+    v = x;
+    w = s;
+  })");
+  ASSERT_EQ(spec.inits.size(), 1u);
+  EXPECT_EQ(spec.inits[0].state, "v");
+  EXPECT_TRUE(parse_neuron(to_string(spec)) == spec);
+  EXPECT_EQ(error_of("neuron n(x; v) -> s { learnable param k = 1; init v = k; s = x; v = x; }"),
+            "neuron n, line 1:55: an initial value may read only fixed scalar parameters; 'k' "
+            "is learnable");
+  EXPECT_EQ(error_of("neuron n(x; v) -> s { init v = x; s = x; v = x; }"),
+            "neuron n, line 1:32: an initial value may read only numbers and parameters; 'x' is "
+            "an input");
+  EXPECT_EQ(error_of("neuron n(x; v) -> s { init x = 0; s = x; v = x; }"),
+            "neuron n, line 1:28: 'init' names a state; 'x' is not one");
+  EXPECT_EQ(error_of("neuron n(x; v) -> s { init v = 0; init v = 1; s = x; v = x; }"),
+            "neuron n, line 1:40: duplicate 'init' for state 'v' (first at line 1:28)");
+  EXPECT_EQ(error_of("neuron n(x; v) -> s { s = x; init v = 0; v = x; }"),
+            "neuron n, line 1:30: initial values must be declared before the first assignment "
+            "(move this 'init' up)");
+}
+
 TEST(NeuronLanguage, FuzzCorpusReplay) {
   std::filesystem::path dir(FLEXKIT_NEURON_CORPUS);
   ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
