@@ -12,6 +12,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/kernel_cache.hpp"
+#include "backend/cuda/launch_support.hpp"
 #include "backend/device_memory.hpp"
 #include "backend/expr_backend.hpp"
 #include "codegen/cuda_expr_source.hpp"
@@ -25,36 +26,6 @@ namespace flexkit::backend::cuda {
 namespace {
 
 using detail::cat;
-
-int multiprocessors(int device) {
-  static std::mutex mutex;
-  static std::map<int, int> counts;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = counts.find(device); it != counts.end()) return it->second;
-  int sms = 0;
-  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  counts.emplace(device, sms);
-  return sms;
-}
-
-// Scratch device memory for one stage. Released right after the launches are queued: the
-// caching allocator hands a block out again only on the same stream, so stream order keeps the
-// kernels' use of it safe.
-class Scratch {
- public:
-  Scratch(int device, std::size_t bytes)
-      : device_(device), ptr_(bytes ? allocate(device, bytes) : nullptr) {}
-  ~Scratch() {
-    if (ptr_) deallocate(device_, ptr_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  int device_;
-  void* ptr_;
-};
 
 void validate(const ir::Stage& stage) {
   const Array& t = stage.target;

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/kernel_cache.hpp"
+#include "backend/cuda/launch_support.hpp"
 #include "backend/device_memory.hpp"
 #include "codegen/cuda_expr_source.hpp"
 #include "codegen/cuda_step_kernel_source.hpp"
@@ -25,40 +26,13 @@ namespace {
 
 using backend::cuda::DeviceGuard;
 using backend::cuda::KernelCache;
+using backend::cuda::multiprocessors;
 using backend::cuda::RtcModule;
+using backend::cuda::Scratch;
 using codegen::ExprStats;
 using codegen::kStepMaxBlock;
 using codegen::StepKernelArgs;
 using detail::cat;
-
-int multiprocessors(int device) {
-  static std::mutex mutex;
-  static std::map<int, int> counts;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = counts.find(device); it != counts.end()) return it->second;
-  int sms = 0;
-  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  counts.emplace(device, sms);
-  return sms;
-}
-
-// Device memory for the statistics of one launch. Released once the launch is queued and read
-// back: the caching allocator hands a block out again only on the same stream.
-class Scratch {
- public:
-  Scratch(int device, std::size_t bytes)
-      : device_(device), ptr_(bytes ? backend::cuda::allocate(device, bytes) : nullptr) {}
-  ~Scratch() {
-    if (ptr_) backend::cuda::deallocate(device_, ptr_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  int device_;
-  void* ptr_;
-};
 
 // The device of the launch: the one of its first given array, or -1 when none is given (a
 // kernel without slots has nothing to do).
