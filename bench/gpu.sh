@@ -31,7 +31,7 @@ ctest --test-dir "$build" -L cpu ${TESTS:+-R "$TESTS"} --output-on-failure 2>&1 
 
 step "benchmarks"
 # BENCHES picks a subset (e.g. BENCHES="bench_neuron torch_lif"); all by default.
-benches=${BENCHES:-"bench_copy bench_expr torch_peers bench_cpu_expr bench_neuron torch_lif"}
+benches=${BENCHES:-"bench_copy bench_expr torch_peers bench_cpu_expr bench_neuron torch_lif bench_gemm"}
 for b in $benches; do
   case $b in
     torch_*) PYTHONUNBUFFERED=1 python3 "bench/$b.py" 2>&1 | tee "$logs/$b.md" || status=1 ;;

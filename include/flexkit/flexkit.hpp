@@ -7,6 +7,7 @@
 #include "flexkit/error.hpp"
 #include "flexkit/expr.hpp"
 #include "flexkit/flex16.hpp"
+#include "flexkit/gemm.hpp"
 #include "flexkit/index.hpp"
 #include "flexkit/npy.hpp"
 #include "flexkit/shape.hpp"

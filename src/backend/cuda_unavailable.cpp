@@ -5,6 +5,7 @@
 #include "backend/strided_ops.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
+#include "gemm/gemm_cuda_calls.hpp"
 #include "snn/step_kernel.hpp"
 
 namespace flexkit {
@@ -99,3 +100,17 @@ void run_step_kernel_cuda(const StepKernel&, const StepKernelLaunch&) {
 }
 
 }  // namespace flexkit::snn
+
+namespace flexkit::gemm {
+
+bool cublas_accepts(const GemmProblem&) {
+  return true;
+}
+void gemm_f32_cuda(const GemmProblem&, int, void*) {
+  unavailable("dot");
+}
+portable::GemmStats gemm_integer_cuda_sync(const GemmProblem&, int, void*) {
+  unavailable("dot");
+}
+
+}  // namespace flexkit::gemm

@@ -29,6 +29,14 @@ FLEXKIT_HD double bits_to_double(uint64_t b) {
 #endif
 }
 
+FLEXKIT_HD uint64_t double_to_bits(double d) {
+#if FLEXKIT_DEVICE_PASS
+  return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+  return __builtin_bit_cast(uint64_t, d);
+#endif
+}
+
 // 2^k as a float for k in [-126, 127] (every exponent flex16 needs), built from bits so no
 // libm call and no rounding is involved.
 FLEXKIT_HD float pow2f(int k) {

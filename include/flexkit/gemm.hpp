@@ -1,0 +1,41 @@
+// Matrix products: out = alpha · A · B + beta · out, batched over a leading axis. SPEC §4.
+//
+// Types: f32 × f32 → f32; flex16 × flex16 → flex16 or f32; flex16 × u8 and u8 × flex16 (weights
+// × spikes) → flex16 or f32. Integer products are exact: mantissa products are summed exactly and
+// each output is rounded once (SPEC §1), so the result is bit-identical on every backend.
+// Transposes come from the views' strides: dot(A.T(), B, out) multiplies by Aᵀ without a copy.
+#pragma once
+#include <optional>
+
+#include "flexkit/array.hpp"
+#include "flexkit/expr.hpp"
+
+namespace flexkit {
+
+struct DotOptions {
+  double alpha = 1.0;
+  double beta = 0.0;  // 0: out is overwritten (never read); otherwise accumulated into
+  // flex16 outputs: `fixed` keeps out's iwl (or sets `iwl` first); `exact` measures the result
+  // first (a second pass over the product) and picks the smallest iwl that holds it.
+  IwlPolicy iwl_policy = IwlPolicy::fixed;
+  std::optional<int> iwl;
+};
+
+// A (m, k) or (batch, m, k); B (k, n) or (batch, k, n); out (m, n) or (batch, m, n). A 2-d
+// operand beside a 3-d one is shared by every batch entry. Throws ShapeError (inner or outer
+// dimensions that do not match), DTypeError (unsupported combination), DeviceError (operands on
+// different devices), ValueError (out overlapping an input, or out a broadcast view). Nothing is
+// written when it throws.
+void dot(const Array& a, const Array& b, const Array& out, const DotOptions& options = {});
+inline void dot(const Array& a, const Array& b, const Array& out, double alpha, double beta = 0.0) {
+  DotOptions options;
+  options.alpha = alpha;
+  options.beta = beta;
+  dot(a, b, out, options);
+}
+
+// A new array holding a · b: f32 for f32 inputs, flex16 (exact policy) for integer products
+// unless `out_dtype` says f32.
+Array dot(const Array& a, const Array& b, std::optional<DType> out_dtype = std::nullopt);
+
+}  // namespace flexkit

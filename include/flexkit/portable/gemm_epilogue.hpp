@@ -1,0 +1,157 @@
+// The end of an exact GEMM: what an output element becomes once its integer accumulator is
+// known. The CPU and CUDA kernels both finish through these functions, so a flex16 or u8
+// product is bit-identical on every backend whatever the tiling, split or thread count (SPEC §1).
+//
+// An accumulator `acc` is the exact sum of products of mantissas (flex16) or bytes (u8); its
+// value is acc · 2^(iwl_a + iwl_b − 30), a u8 operand counting as iwl 15 (value = byte).
+#pragma once
+#include "flexkit/portable/flex16_codec.hpp"
+
+namespace flexkit::portable {
+
+enum class GemmOutKind : int32_t { flex16 = 0, f32 = 1 };
+
+struct GemmEpilogue {
+  GemmOutKind out_kind;
+  // alpha == 1 and beta == 0 into flex16: the pure integer path, exact for any accumulator:
+  // m = sat16(RNE(acc · 2^−scale)), scale = 15 + out_iwl − (iwl_a + iwl_b).
+  bool integer_only;
+  int32_t scale;
+  // Otherwise r = alpha · acc · acc_unit + beta · old · old_unit in double (one product, one
+  // more product, one sum, each rounded to nearest: no fused multiply-add), then
+  //   flex16: m = sat16(RNE(r · 2^(15 − out_iwl))),  f32: (float)r.
+  // acc_unit = 2^(iwl_a + iwl_b − 30); old_unit = 2^(old_iwl − 15) for a flex16 output, 1 for f32.
+  double alpha;
+  double beta;
+  double acc_unit;
+  double old_unit;
+  double out_inv_unit;  // 2^(15 − out_iwl) for a flex16 output
+  // beta == 0: the old output is never read (it may hold NaN or garbage).
+  bool reads_old;
+};
+
+FLEXKIT_HD double gemm_mul_rn(double a, double b) {
+#if FLEXKIT_DEVICE_PASS
+  return __dmul_rn(a, b);
+#else
+  return a * b;  // the library builds with -ffp-contract=off
+#endif
+}
+
+FLEXKIT_HD double gemm_add_rn(double a, double b) {
+#if FLEXKIT_DEVICE_PASS
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// acc · 2^−s rounded half to even and clamped to int16; s may be ≤ 0 (a left shift).
+FLEXKIT_HD Flex16Code gemm_round_shift(int64_t acc, int32_t s) {
+  if (acc == 0) return {0, false};
+  if (s <= 0) {
+    // Any nonzero value shifted left by 15 or more bits is out of range.
+    if (s <= -16) return {static_cast<int16_t>(acc > 0 ? kFlex16MaxM : kFlex16MinM), true};
+    int64_t v = acc * (int64_t(1) << (-s));  // |acc| < 2^47 is not guaranteed: check first
+    int64_t limit = int64_t(1) << (62 + s);  // |acc| < 2^(62+s) keeps v inside int64
+    if (acc >= limit || acc <= -limit)
+      return {static_cast<int16_t>(acc > 0 ? kFlex16MaxM : kFlex16MinM), true};
+    if (v > kFlex16MaxM) return {static_cast<int16_t>(kFlex16MaxM), true};
+    if (v < kFlex16MinM) return {static_cast<int16_t>(kFlex16MinM), true};
+    return {static_cast<int16_t>(v), false};
+  }
+  if (s >= 63) return {0, false};  // |acc| < 2^62 ≤ half an output unit: rounds to 0
+  // Floor division by 2^s (arithmetic shift), then round half to even on the remainder.
+  int64_t q = acc >> s;
+  uint64_t rem = static_cast<uint64_t>(acc) & ((uint64_t(1) << s) - 1);
+  uint64_t half = uint64_t(1) << (s - 1);
+  if (rem > half || (rem == half && (q & 1))) ++q;
+  if (q > kFlex16MaxM) return {static_cast<int16_t>(kFlex16MaxM), true};
+  if (q < kFlex16MinM) return {static_cast<int16_t>(kFlex16MinM), true};
+  return {static_cast<int16_t>(q), false};
+}
+
+// The output value before the final rounding, in double (the double path above).
+FLEXKIT_HD double gemm_value(const GemmEpilogue& e, int64_t acc, double old) {
+  double r = gemm_mul_rn(e.alpha, gemm_mul_rn(static_cast<double>(acc), e.acc_unit));
+  if (e.reads_old) r = gemm_add_rn(r, gemm_mul_rn(e.beta, gemm_mul_rn(old, e.old_unit)));
+  return r;
+}
+
+// One flex16 output element; `old_m` is the output's previous mantissa (read only when
+// e.reads_old).
+FLEXKIT_HD Flex16Code gemm_flex16_result(const GemmEpilogue& e, int64_t acc, int16_t old_m) {
+  if (e.integer_only) return gemm_round_shift(acc, e.scale);
+  double r = gemm_value(e, acc, static_cast<double>(old_m));
+  if (r != r) return {0, false};
+  return saturate_rounded(round_half_even(gemm_mul_rn(r, e.out_inv_unit)));
+}
+
+// One f32 output element.
+FLEXKIT_HD float gemm_f32_result(const GemmEpilogue& e, int64_t acc, float old) {
+  return static_cast<float>(gemm_value(e, acc, static_cast<double>(old)));
+}
+
+// What the kernels record while writing (mode store) or only measuring (mode measure, used by
+// the `exact` iwl policy to pick the output exponent before the storing pass). Every field is a
+// max, min or sum, so any reduction order gives the same record.
+struct GemmStats {
+  int32_t max_abs_m;  // store, flex16: max |m| written
+  int32_t pad;
+  uint64_t saturated;  // store, flex16: elements clamped to the int16 range
+  int64_t acc_max;     // measure: max and min accumulator (integer_only epilogues)
+  int64_t acc_min;
+  uint64_t value_max_key;  // measure: max and min gemm_value as gemm_order_key (double path)
+  uint64_t value_min_key;
+};
+
+// A total order on doubles as unsigned integers (a < b ⇔ key(a) < key(b) for non-NaN), so a
+// device can reduce doubles with integer atomicMax/atomicMin.
+FLEXKIT_HD uint64_t gemm_order_key(double x) {
+  uint64_t b = double_to_bits(x);
+  return (b >> 63) ? ~b : (b | (uint64_t(1) << 63));
+}
+FLEXKIT_HD double gemm_from_order_key(uint64_t k) {
+  return bits_to_double((k >> 63) ? (k & ~(uint64_t(1) << 63)) : ~k);
+}
+
+// The neutral record: combining with it changes nothing.
+FLEXKIT_HD GemmStats gemm_stats_identity() {
+  GemmStats s{};
+  s.max_abs_m = 0;
+  s.saturated = 0;
+  s.acc_max = static_cast<int64_t>(uint64_t(1) << 63);     // INT64_MIN
+  s.acc_min = static_cast<int64_t>(~(uint64_t(1) << 63));  // INT64_MAX
+  s.value_max_key = 0;
+  s.value_min_key = ~uint64_t(0);
+  return s;
+}
+
+FLEXKIT_HD void gemm_stats_merge(GemmStats& into, const GemmStats& s) {
+  into.max_abs_m = into.max_abs_m > s.max_abs_m ? into.max_abs_m : s.max_abs_m;
+  into.saturated += s.saturated;
+  into.acc_max = into.acc_max > s.acc_max ? into.acc_max : s.acc_max;
+  into.acc_min = into.acc_min < s.acc_min ? into.acc_min : s.acc_min;
+  into.value_max_key = into.value_max_key > s.value_max_key ? into.value_max_key : s.value_max_key;
+  into.value_min_key = into.value_min_key < s.value_min_key ? into.value_min_key : s.value_min_key;
+}
+
+// Record one element: store mode after writing `code`, measure mode before any writing.
+FLEXKIT_HD void gemm_stats_store(GemmStats& s, Flex16Code code) {
+  int32_t a = code.m < 0 ? -static_cast<int32_t>(code.m) : code.m;
+  if (a > s.max_abs_m) s.max_abs_m = a;
+  s.saturated += code.saturated ? 1 : 0;
+}
+FLEXKIT_HD void gemm_stats_measure(GemmStats& s, const GemmEpilogue& e, int64_t acc,
+                                   int16_t old_m) {
+  if (e.integer_only) {
+    if (acc > s.acc_max) s.acc_max = acc;
+    if (acc < s.acc_min) s.acc_min = acc;
+    return;
+  }
+  uint64_t k = gemm_order_key(gemm_value(e, acc, static_cast<double>(old_m)));
+  if (k > s.value_max_key) s.value_max_key = k;
+  if (k < s.value_min_key) s.value_min_key = k;
+}
+
+}  // namespace flexkit::portable

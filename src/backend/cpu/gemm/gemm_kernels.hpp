@@ -1,0 +1,82 @@
+// The CPU GEMM microkernels and how the driver picks them. A microkernel multiplies one packed
+// MR-row panel of A by one packed NR-column panel of B over one k block and adds the MR × NR
+// result into a tile; the driver (backend/cpu/gemm_cpu.cpp) owns blocking, packing, threads and
+// the epilogue, so every instruction set shares one packed layout and one summation order.
+//
+// Packed layouts (zero-padded past the matrix edge, so kernels never branch on it):
+// - integer A panel: for each k pair p, for each row r: { a(r, 2p), a(r, 2p+1) } as int16
+//   (so one int32 broadcast feeds vpmaddwd / vpdpwssd);
+// - integer B panel: for each k pair p, for each plane q, for each column j:
+//   { plane_q(b(2p, j)), plane_q(b(2p+1, j)) } as int16. A u8 B has one plane (the byte); a flex16
+//   B has two, h = b >> 8 (weight 256) and l = b & 255 (weight 1), so that b = 256·h + l;
+// - f32 A panel: for each k, MR floats; f32 B panel: for each k, NR floats.
+//
+// Exactness of the integer kernels (every int16 a, every int16 or u8 b, any K):
+//   |a| ≤ 2^15, h ∈ [−128, 127], l ∈ [0, 255] and a u8 b ∈ [0, 255], so every product is at most
+//   |a·h| ≤ 2^22 and |a·l|, |a·b_u8| ≤ 2^15·255 = 8 355 840. One vpmaddwd / vpdpwssd lane adds two
+//   of them: at most 2^23 (h) or 16 711 680 (l, u8), so no pair sum ever wraps (unlike a raw
+//   int16 × int16 pair, where (−2^15)² + (−2^15)² = 2^31 does). A kernel call sums at most
+//   kMaxIntPairs = 128 pair sums into each int32 lane: at most 128 · 2^23 = 2^30 (h) and
+//   128 · 16 711 680 = 2 139 095 040 < 2^31 − 1 (l, u8), so the int32 accumulators are exact too.
+//   Each call then widens them to int64 (256·H + L for two planes) and adds into the int64 tile,
+//   whose magnitude stays ≤ K · 2^30: exact for K < 2^33.
+#pragma once
+#include <cstdint>
+
+#include "gemm/gemm_problem.hpp"
+
+namespace flexkit::backend::cpu::gemm_detail {
+
+// Most k pairs one integer kernel call may take (the int32 bound above); 256 k values.
+inline constexpr std::int64_t kMaxIntPairs = 128;
+
+// tile[r·ldc + j] (+)= Σ_p Σ_q weight_q · (a-pair · b-pair) over `pairs` k pairs; accumulate
+// false stores instead of adding.
+using IntKernelFn = void (*)(std::int64_t pairs, const std::int16_t* a, const std::int16_t* b,
+                             std::int64_t* tile, std::int64_t ldc, bool accumulate);
+// tile[r·ldc + j] = fma chain over k = 0..k−1 (in order), starting from the tile (accumulate)
+// or from +0. Every instruction set runs the same chain, so f32 results do not depend on it.
+using F32KernelFn = void (*)(std::int64_t k, const float* a, const float* b, float* tile,
+                             std::int64_t ldc, bool accumulate);
+
+// m[j], sat[j] = gemm_flex16_result(e, acc[j], 0) for j < nv, for an integer-only epilogue with
+// 0 < e.scale < 63 (the driver checks): with the invariant branches of the portable rounding
+// known, the compiler turns the loop into straight-line vector code instead of a data-dependent
+// branch per element that mispredicts about half the time.
+using RoundRowFn = void (*)(const portable::GemmEpilogue& e, const std::int64_t* acc, int nv,
+                            std::int16_t* m, std::int32_t* sat);
+
+struct IntKernel {
+  int mr = 0, nr = 0, planes = 0;
+  IntKernelFn fn = nullptr;
+};
+struct F32Kernel {
+  int mr = 0, nr = 0;
+  F32KernelFn fn = nullptr;
+};
+
+// The kernels of one instruction set: flex16 × u8 (one plane), flex16 × flex16 (two), f32.
+struct KernelSet {
+  IntKernel u8;
+  IntKernel flex16;
+  F32Kernel f32;
+  RoundRowFn round_row = nullptr;
+};
+
+enum class GemmIsa : std::uint8_t { scalar, avx2, avx512 };
+
+KernelSet scalar_kernels();
+KernelSet avx2_kernels();    // AVX2 + FMA
+KernelSet avx512_kernels();  // AVX-512 F/BW/DQ/VL + VNNI
+
+// The best instruction set this CPU runs, capped by FLEXKIT_GEMM_ISA=scalar|avx2|avx512 when set.
+GemmIsa gemm_isa();
+// What the hardware alone supports.
+GemmIsa gemm_hardware_isa();
+KernelSet kernels_for(GemmIsa isa);
+
+// gemm_cpu with a chosen instruction set (lowered to what the hardware supports): the tests use
+// it to check that the scalar and SIMD paths agree bit for bit.
+portable::GemmStats gemm_cpu_with_isa(const gemm::GemmProblem& problem, GemmIsa isa);
+
+}  // namespace flexkit::backend::cpu::gemm_detail

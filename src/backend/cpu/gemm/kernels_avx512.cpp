@@ -1,0 +1,145 @@
+// AVX-512 microkernels: vpdpwssd (VNNI) for the exact integer products, vfmadd for f32. Compiled
+// with per-function target attributes (not per-file flags), so nothing else in this file, and
+// no inline function shared with other files, is built for AVX-512: the driver calls these only
+// after checking the CPU (gemm_isa()).
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/gemm/gemm_kernels.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's intrinsics seed their results with `__m512i __Y = __Y;` (an "undefined" vector); once
+// inlined into target-attributed functions that trips -W(maybe-)uninitialized, which -Werror
+// would turn into errors. The warning is about the compiler's own headers, not this file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#define FLEXKIT_GEMM_AVX512 1
+#define FLEXKIT_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
+#else
+#define FLEXKIT_GEMM_AVX512 0
+#endif
+
+namespace flexkit::backend::cpu::gemm_detail {
+
+#if FLEXKIT_GEMM_AVX512
+namespace {
+
+// MR rows × NV·16 columns, P planes: MR·NV·P int32 accumulators (24 of the 32 zmm registers
+// for the shapes used below), NV·P B vectors and one A broadcast per row.
+template <int MR, int NV, int P>
+FLEXKIT_TARGET_AVX512 void int_kernel(std::int64_t pairs, const std::int16_t* a,
+                                      const std::int16_t* b, std::int64_t* tile, std::int64_t ldc,
+                                      bool accumulate) {
+  constexpr int NR = NV * 16;
+  // Flat arrays: GCC keeps them in registers, but spills [P][MR][NV] ones in the k loop.
+  __m512i acc[P * MR * NV];
+#pragma GCC unroll 64
+  for (int q = 0; q < P; ++q)
+#pragma GCC unroll 64
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 64
+      for (int v = 0; v < NV; ++v) acc[(q * MR + r) * NV + v] = _mm512_setzero_si512();
+  for (std::int64_t p = 0; p < pairs; ++p) {
+    const std::int16_t* bp = b + p * P * NR * 2;
+    const std::int16_t* ap = a + p * MR * 2;
+    __m512i bv[P * NV];
+#pragma GCC unroll 64
+    for (int q = 0; q < P; ++q)
+#pragma GCC unroll 64
+      for (int v = 0; v < NV; ++v) bv[q * NV + v] = _mm512_loadu_si512(bp + (q * NR + v * 16) * 2);
+#pragma GCC unroll 64
+    for (int r = 0; r < MR; ++r) {
+      std::int32_t pair;
+      std::memcpy(&pair, ap + 2 * r, sizeof pair);
+      const __m512i av = _mm512_set1_epi32(pair);
+#pragma GCC unroll 64
+      for (int q = 0; q < P; ++q)
+#pragma GCC unroll 64
+        for (int v = 0; v < NV; ++v)
+          acc[(q * MR + r) * NV + v] =
+              _mm512_dpwssd_epi32(acc[(q * MR + r) * NV + v], av, bv[q * NV + v]);
+    }
+  }
+  // Widen: int64 tile (+)= 256·H + L (two planes) or the one plane's sum. Going through memory
+  // keeps GCC's register allocator from spilling accumulators inside the k loop above.
+  alignas(64) std::int32_t sums[P * MR * NV * 16];
+#pragma GCC unroll 64
+  for (int i = 0; i < P * MR * NV; ++i) _mm512_store_si512(sums + i * 16, acc[i]);
+  for (int r = 0; r < MR; ++r) {
+    for (int half = 0; half < 2 * NV; ++half) {
+      const std::int32_t* h = sums + r * NR + half * 8;
+      __m512i sum = _mm512_cvtepi32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+      if constexpr (P == 2) {
+        const __m512i l =
+            _mm512_cvtepi32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(h + MR * NR)));
+        sum = _mm512_add_epi64(_mm512_slli_epi64(sum, 8), l);
+      }
+      std::int64_t* out = tile + r * ldc + half * 8;
+      if (accumulate) sum = _mm512_add_epi64(sum, _mm512_loadu_si512(out));
+      _mm512_storeu_si512(out, sum);
+    }
+  }
+}
+
+template <int MR, int NV>
+FLEXKIT_TARGET_AVX512 void f32_kernel(std::int64_t k, const float* a, const float* b, float* tile,
+                                      std::int64_t ldc, bool accumulate) {
+  constexpr int NR = NV * 16;
+  __m512 acc[MR * NV];
+#pragma GCC unroll 64
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 64
+    for (int v = 0; v < NV; ++v)
+      acc[r * NV + v] = accumulate ? _mm512_loadu_ps(tile + r * ldc + v * 16) : _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < k; ++p) {
+    __m512 bv[NV];
+#pragma GCC unroll 64
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + p * NR + v * 16);
+#pragma GCC unroll 64
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[p * MR + r]);
+#pragma GCC unroll 64
+      for (int v = 0; v < NV; ++v) acc[r * NV + v] = _mm512_fmadd_ps(av, bv[v], acc[r * NV + v]);
+    }
+  }
+#pragma GCC unroll 64
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 64
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + r * ldc + v * 16, acc[r * NV + v]);
+}
+
+// See RoundRowFn. Each field is read from its own call (the compiler merges the two) because
+// GCC 12 keeps a returned Flex16Code in memory, which stops vectorization, when both fields are
+// read from one.
+FLEXKIT_TARGET_AVX512 void round_row(const portable::GemmEpilogue& e, const std::int64_t* acc,
+                                     int nv, std::int16_t* m, std::int32_t* sat) {
+  if (!e.integer_only || e.scale <= 0 || e.scale >= 63) __builtin_unreachable();
+  const portable::GemmEpilogue el = e;
+  for (int j = 0; j < nv; ++j) {
+    const std::int64_t a = acc[j];
+    m[j] = portable::gemm_flex16_result(el, a, 0).m;
+    sat[j] = portable::gemm_flex16_result(el, a, 0).saturated;
+  }
+}
+
+}  // namespace
+
+KernelSet avx512_kernels() {
+  KernelSet s;
+  s.u8 = {12, 32, 1, &int_kernel<12, 2, 1>};
+  s.flex16 = {6, 32, 2, &int_kernel<6, 2, 2>};
+  s.f32 = {12, 32, &f32_kernel<12, 2>};
+  s.round_row = &round_row;
+  return s;
+}
+#else
+KernelSet avx512_kernels() {
+  return scalar_kernels();
+}
+#endif
+
+}  // namespace flexkit::backend::cpu::gemm_detail

@@ -1,0 +1,392 @@
+// Host dispatch of the exact integer GEMM on CUDA (gemm_integer_cuda): argument checks, the plan
+// cache, the simple kernel (any arch, any strides), the split-K finish kernel, and the choice of
+// the sm_90a wgmma kernel (gemm_wgmma.cuh) when the device and the operands' layout allow it.
+//
+// Debugging: FLEXKIT_GEMM_KERNEL=simple forces the simple kernel for every call.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <compare>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/gemm/gemm_kernel_args.cuh"
+#include "backend/cuda/gemm/gemm_wgmma.hpp"
+#include "backend/cuda/launch_support.hpp"
+#include "flexkit/error.hpp"
+#include "gemm/gemm_cuda.hpp"
+
+namespace flexkit::backend::cuda::gemm_kernels {
+namespace {
+
+// The simple kernel: a 64 × 64 output tile per 256-thread block, K in steps of 16 through shared
+// memory, int64 accumulators (a product of two int16 fits int32, so each step is exact).
+constexpr int kSimpleTile = 64;
+constexpr int kSimpleDepth = 16;
+constexpr int kSimpleThreads = 256;
+constexpr int kFinishThreads = 256;
+constexpr int64_t kMaxGridZ = 65535;
+
+__device__ __forceinline__ int32_t load_operand(const OperandView& v, bool is_u8, int64_t batch,
+                                                int64_t row, int64_t k) {
+  const int64_t offset = batch * v.batch_stride + row * v.row_stride + k * v.k_stride;
+  if (is_u8) return static_cast<const uint8_t*>(v.data)[offset];
+  return static_cast<const int16_t*>(v.data)[offset];
+}
+
+// a_k_fastest / b_k_fastest: which index consecutive threads walk when filling a tile, chosen by
+// the host so that loads along a unit stride coalesce.
+__global__ void __launch_bounds__(kSimpleThreads)
+    gemm_simple_kernel(const __grid_constant__ IntegerGemmArgs p, int a_k_fastest,
+                       int b_k_fastest) {
+  __shared__ int32_t a_tile[kSimpleDepth][kSimpleTile + 1];
+  __shared__ int32_t b_tile[kSimpleDepth][kSimpleTile + 1];
+  const int tid = threadIdx.x;
+  const int tx = tid % 16;
+  const int ty = tid / 16;
+  const int64_t tile_m = int64_t(blockIdx.x) / p.tiles_n;
+  const int64_t tile_n = int64_t(blockIdx.x) % p.tiles_n;
+  const int64_t batch = p.batch_offset + blockIdx.z;
+  const int64_t row0 = tile_m * kSimpleTile;
+  const int64_t col0 = tile_n * kSimpleTile;
+
+  int64_t acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < p.k; k0 += kSimpleDepth) {
+    for (int e = tid; e < kSimpleDepth * kSimpleTile; e += kSimpleThreads) {
+      int kk = a_k_fastest ? e % kSimpleDepth : e / kSimpleTile;
+      int rr = a_k_fastest ? e / kSimpleDepth : e % kSimpleTile;
+      a_tile[kk][rr] = (row0 + rr < p.m && k0 + kk < p.k)
+                           ? load_operand(p.a, false, batch, row0 + rr, k0 + kk)
+                           : 0;
+      kk = b_k_fastest ? e % kSimpleDepth : e / kSimpleTile;
+      rr = b_k_fastest ? e / kSimpleDepth : e % kSimpleTile;
+      b_tile[kk][rr] = (col0 + rr < p.n && k0 + kk < p.k)
+                           ? load_operand(p.b, p.b_is_u8, batch, col0 + rr, k0 + kk)
+                           : 0;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kSimpleDepth; ++kk) {
+      int32_t av[4], bv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        av[i] = a_tile[kk][ty + 16 * i];
+        bv[i] = b_tile[kk][tx + 16 * i];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += int64_t(av[i] * bv[j]);
+    }
+    __syncthreads();
+  }
+
+  portable::GemmStats stats = portable::gemm_stats_identity();
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t row = row0 + ty + 16 * i;
+      const int64_t col = col0 + tx + 16 * j;
+      if (row < p.m && col < p.n) finish_element(p, batch, row, col, acc[i][j], stats);
+    }
+  commit_block_stats(stats, p.stats);
+}
+
+// After a split-K wgmma run: every output's exact total is in the workspace ([batch][m][n]).
+__global__ void __launch_bounds__(kFinishThreads)
+    gemm_finish_splits_kernel(const __grid_constant__ IntegerGemmArgs p, int64_t total) {
+  portable::GemmStats stats = portable::gemm_stats_identity();
+  for (int64_t i = int64_t(blockIdx.x) * kFinishThreads + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * kFinishThreads) {
+    const int64_t col = i % p.n;
+    const int64_t rest = i / p.n;
+    finish_element(p, rest / p.m, rest % p.m, col, static_cast<int64_t>(p.workspace[i]), stats);
+  }
+  commit_block_stats(stats, p.stats);
+}
+
+enum class KernelKind : uint8_t { simple, wgmma };
+
+struct PlanKey {
+  int device;
+  bool b_is_u8, out_is_f32, measure;
+  bool force_simple;
+  bool layout_fast;  // both operands have a unit stride and 16-byte aligned rows
+  bool a_k_contig, b_k_contig;
+  int64_t batch, m, n, k;
+  auto operator<=>(const PlanKey&) const = default;
+};
+
+struct Plan {
+  KernelKind kind = KernelKind::simple;
+  WgmmaVariant variant{};
+  int64_t tiles_m = 0, tiles_n = 0;
+  int32_t splits = 1;
+  int64_t k_chunk = 0;
+  std::size_t workspace_bytes = 0;
+  unsigned finish_blocks = 0;
+};
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// The layout class of one operand for the wgmma kernel: which stride is unit, and whether its
+// rows (the other stride), batch stride and base pointer keep 16-byte vector loads aligned.
+// Strides along an axis of extent 1 never move the address, so they do not count.
+struct OperandLayout {
+  bool fast = false;
+  bool k_contig = false;
+};
+
+OperandLayout classify(const OperandView& v, int64_t rows, int64_t k, int64_t batch,
+                       int64_t element_bytes) {
+  const int64_t align = 16 / element_bytes;
+  const int64_t row_stride = rows == 1 ? 0 : v.row_stride;
+  const int64_t k_stride = k == 1 ? 0 : v.k_stride;
+  const int64_t batch_stride = batch == 1 ? 0 : v.batch_stride;
+  if (reinterpret_cast<std::uintptr_t>(v.data) % 16 != 0 || batch_stride % align != 0) return {};
+  if ((k_stride == 1 || k == 1) && row_stride % align == 0) return {true, true};
+  if ((row_stride == 1 || rows == 1) && k_stride % align == 0) return {true, false};
+  return {};
+}
+
+// Strides along axes of extent 1 set to 0, the unit stride of such an axis to 1: the addresses the
+// kernels form are unchanged, and the wgmma kernel's stage step along K stays meaningful.
+OperandView normalised(OperandView v, int64_t rows, int64_t k, int64_t batch) {
+  if (rows == 1) v.row_stride = 0;
+  if (k == 1) v.k_stride = 1;
+  if (batch == 1) v.batch_stride = 0;
+  return v;
+}
+
+bool force_simple_from_env() {
+  const char* value = std::getenv("FLEXKIT_GEMM_KERNEL");
+  if (value == nullptr || *value == '\0') return false;
+  const std::string_view v(value);
+  if (v == "simple") return true;
+  if (v == "auto" || v == "wgmma") return false;
+  throw ValueError("FLEXKIT_GEMM_KERNEL='" + std::string(v) +
+                   "': expected 'simple', 'wgmma' or 'auto'");
+}
+
+bool device_is_sm90(int device) {
+  static std::mutex mutex;
+  static std::map<int, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(device); it != known.end()) return it->second;
+  int major = 0, minor = 0;
+  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  const bool sm90 = major == 9 && minor == 0;  // sm_90a code runs on compute capability 9.0 only
+  known.emplace(device, sm90);
+  return sm90;
+}
+
+// Called with the device current (the caller holds a DeviceGuard).
+Plan make_plan(const PlanKey& key) {
+  Plan plan;
+  const int sms = multiprocessors(key.device);
+  if (!key.force_simple && key.layout_fast && device_is_sm90(key.device)) {
+    const WgmmaVariant variant{key.b_is_u8, key.a_k_contig, key.b_k_contig};
+    const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
+    const int64_t tiles_n = ceil_div(key.n, kWgmmaTileN);
+    // Split K when one CTA's range would break the int32 exactness bound, and when too few
+    // tiles would leave multiprocessors idle (each split still gets ≥ 16 stages of work).
+    int64_t splits = ceil_div(key.k, kWgmmaMaxChunkK);
+    const int64_t ctas = tiles_m * tiles_n * key.batch;
+    if (ctas < sms) {
+      const int64_t wanted = ceil_div(sms, ctas);
+      const int64_t useful = std::max<int64_t>(1, key.k / (16 * kWgmmaStageK));
+      splits = std::max(splits, std::min(wanted, useful));
+    }
+    const int64_t k_chunk = ceil_div(ceil_div(key.k, splits), kWgmmaStageK) * kWgmmaStageK;
+    splits = ceil_div(key.k, k_chunk);
+    if (tiles_m * tiles_n <= INT32_MAX && splits <= 65535 && prepare_wgmma(variant)) {
+      plan.kind = KernelKind::wgmma;
+      plan.variant = variant;
+      plan.tiles_m = tiles_m;
+      plan.tiles_n = tiles_n;
+      plan.splits = static_cast<int32_t>(splits);
+      plan.k_chunk = k_chunk;
+      if (splits > 1) {
+        const int64_t outputs = key.batch * key.m * key.n;
+        plan.workspace_bytes = static_cast<std::size_t>(outputs) * sizeof(int64_t);
+        plan.finish_blocks = static_cast<unsigned>(
+            std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(sms) * 8));
+      }
+      return plan;
+    }
+  }
+  plan.kind = KernelKind::simple;
+  plan.tiles_m = ceil_div(key.m, kSimpleTile);
+  plan.tiles_n = ceil_div(key.n, kSimpleTile);
+  if (plan.tiles_m * plan.tiles_n > INT32_MAX)
+    throw ValueError("gemm_integer_cuda: output of " + std::to_string(key.m) + " x " +
+                     std::to_string(key.n) + " needs more than 2^31 tiles");
+  plan.splits = 1;
+  plan.k_chunk = key.k;
+  return plan;
+}
+
+// FLEXKIT_GEMM_LOG=1 prints every new plan to stderr (once per shape class): which kernel, the
+// layout variant, the K split.
+void log_plan(const PlanKey& key, const Plan& plan) {
+  const char* value = std::getenv("FLEXKIT_GEMM_LOG");
+  if (value == nullptr || std::string_view(value) != "1") return;
+  std::fprintf(
+      stderr, "flexkit gemm plan: device %d batch %lld m %lld n %lld k %lld B %s out %s %s -> %s",
+      key.device, static_cast<long long>(key.batch), static_cast<long long>(key.m),
+      static_cast<long long>(key.n), static_cast<long long>(key.k), key.b_is_u8 ? "u8" : "flex16",
+      key.out_is_f32 ? "f32" : "flex16", key.measure ? "measure" : "store",
+      plan.kind == KernelKind::wgmma ? "wgmma" : "simple");
+  if (plan.kind == KernelKind::wgmma)
+    std::fprintf(stderr, " (A %s, B %s, splits %d, k_chunk %lld, workspace %zu B)",
+                 plan.variant.a_k_contig ? "k-contiguous" : "m-contiguous",
+                 plan.variant.b_k_contig ? "k-contiguous" : "n-contiguous", plan.splits,
+                 static_cast<long long>(plan.k_chunk), plan.workspace_bytes);
+  else
+    std::fprintf(stderr, " (%s)",
+                 key.force_simple   ? "forced by FLEXKIT_GEMM_KERNEL"
+                 : !key.layout_fast ? "operand layout: no unit stride or unaligned rows"
+                                    : "device is not sm_90 or has no sm_90a image");
+  std::fprintf(stderr, "\n");
+}
+
+const Plan& plan_for(const PlanKey& key) {
+  static std::mutex mutex;
+  static std::map<PlanKey, Plan> plans;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  const Plan& plan = plans.emplace(key, make_plan(key)).first->second;  // map nodes never move
+  log_plan(key, plan);
+  return plan;
+}
+
+std::string describe(const gemm::GemmProblem& p) {
+  return "gemm_integer_cuda(batch " + std::to_string(p.batch) + ", m " + std::to_string(p.m) +
+         ", n " + std::to_string(p.n) + ", k " + std::to_string(p.k) + ")";
+}
+
+void check_problem(const gemm::GemmProblem& p, const portable::GemmStats* device_stats) {
+  using gemm::ElementKind;
+  if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
+    throw ShapeError(describe(p) + ": every extent must be at least 1");
+  if (p.a.kind != ElementKind::flex16)
+    throw DTypeError(describe(p) + ": A must be flex16 (int16 mantissas)");
+  if (p.b.kind != ElementKind::flex16 && p.b.kind != ElementKind::u8)
+    throw DTypeError(describe(p) + ": B must be flex16 or u8");
+  const bool out_f32 = p.epilogue.out_kind == portable::GemmOutKind::f32;
+  if (p.c.kind != (out_f32 ? ElementKind::f32 : ElementKind::flex16))
+    throw DTypeError(describe(p) + ": C's element kind does not match the epilogue's out_kind");
+  if (!p.a.data || !p.b.data ||
+      (!p.c.data && (p.mode == gemm::EpilogueMode::store || p.epilogue.reads_old)))
+    throw ValueError(describe(p) + ": null operand pointer");
+  if (device_stats == nullptr) throw ValueError(describe(p) + ": null statistics pointer");
+  if (p.mode == gemm::EpilogueMode::measure && out_f32 && p.epilogue.reads_old)
+    throw ValueError(describe(p) +
+                     ": measure mode with beta != 0 needs a flex16 output (the old value enters "
+                     "the measured range as a mantissa)");
+}
+
+}  // namespace
+}  // namespace flexkit::backend::cuda::gemm_kernels
+
+namespace flexkit::gemm {
+
+void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
+                       portable::GemmStats* device_stats) {
+  namespace gk = backend::cuda::gemm_kernels;
+  gk::check_problem(problem, device_stats);
+  backend::cuda::DeviceGuard guard(device);
+  const cudaStream_t cuda_stream = static_cast<cudaStream_t>(stream);
+  const bool b_is_u8 = problem.b.kind == ElementKind::u8;
+
+  // B is seen transposed (n × k) so that both operands are "rows × k" to the kernels.
+  const gk::OperandView a{problem.a.data, problem.a.row_stride, problem.a.col_stride,
+                          problem.a.batch_stride};
+  const gk::OperandView b{problem.b.data, problem.b.col_stride, problem.b.row_stride,
+                          problem.b.batch_stride};
+  const gk::OperandLayout a_layout = gk::classify(a, problem.m, problem.k, problem.batch, 2);
+  const gk::OperandLayout b_layout =
+      gk::classify(b, problem.n, problem.k, problem.batch, b_is_u8 ? 1 : 2);
+
+  gk::PlanKey key{};
+  key.device = device;
+  key.b_is_u8 = b_is_u8;
+  key.out_is_f32 = problem.epilogue.out_kind == portable::GemmOutKind::f32;
+  key.measure = problem.mode == EpilogueMode::measure;
+  key.force_simple = gk::force_simple_from_env();
+  key.layout_fast = a_layout.fast && b_layout.fast;
+  key.a_k_contig = key.layout_fast && a_layout.k_contig;
+  key.b_k_contig = key.layout_fast && b_layout.k_contig;
+  key.batch = problem.batch;
+  key.m = problem.m;
+  key.n = problem.n;
+  key.k = problem.k;
+  const gk::Plan& plan = gk::plan_for(key);
+
+  gk::IntegerGemmArgs args{};
+  args.m = problem.m;
+  args.n = problem.n;
+  args.k = problem.k;
+  args.a = gk::normalised(a, problem.m, problem.k, problem.batch);
+  args.b = gk::normalised(b, problem.n, problem.k, problem.batch);
+  args.c = {problem.c.data, problem.c.row_stride, problem.c.col_stride,
+            problem.batch == 1 ? 0 : problem.c.batch_stride};
+  args.epilogue = problem.epilogue;
+  args.b_is_u8 = b_is_u8;
+  args.out_is_f32 = key.out_is_f32;
+  args.measure = key.measure;
+  args.splits = plan.splits;
+  args.k_chunk = plan.k_chunk;
+  args.tiles_m = static_cast<int32_t>(plan.tiles_m);
+  args.tiles_n = static_cast<int32_t>(plan.tiles_n);
+  args.stats = device_stats;
+
+  const unsigned tiles = static_cast<unsigned>(plan.tiles_m * plan.tiles_n);
+  if (plan.kind == gk::KernelKind::simple) {
+    // Consecutive threads walk K when K has the smaller stride (usually the unit one).
+    const auto abs64 = [](int64_t x) { return x < 0 ? -x : x; };
+    const int a_k_fastest = abs64(args.a.k_stride) <= abs64(args.a.row_stride);
+    const int b_k_fastest = abs64(args.b.k_stride) <= abs64(args.b.row_stride);
+    for (int64_t b0 = 0; b0 < problem.batch; b0 += gk::kMaxGridZ) {
+      args.batch_offset = b0;
+      const dim3 grid(tiles, 1, static_cast<unsigned>(std::min(gk::kMaxGridZ, problem.batch - b0)));
+      gk::gemm_simple_kernel<<<grid, gk::kSimpleThreads, 0, cuda_stream>>>(args, a_k_fastest,
+                                                                           b_k_fastest);
+      FLEXKIT_CUDA_CHECK_LAUNCH("gemm_simple_kernel");
+    }
+    return;
+  }
+
+  // The workspace goes back to the caching allocator as soon as the launches are queued: it
+  // hands the block out again only on this stream, after these kernels (launch_support.hpp).
+  backend::cuda::Scratch workspace(device, plan.workspace_bytes);
+  if (plan.splits > 1) {
+    args.workspace = static_cast<unsigned long long*>(workspace.get());
+    FLEXKIT_CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, plan.workspace_bytes, cuda_stream));
+  }
+  for (int64_t b0 = 0; b0 < problem.batch; b0 += gk::kMaxGridZ) {
+    args.batch_offset = b0;
+    const dim3 grid(tiles, static_cast<unsigned>(plan.splits),
+                    static_cast<unsigned>(std::min(gk::kMaxGridZ, problem.batch - b0)));
+    gk::launch_wgmma(plan.variant, grid, args, cuda_stream);
+  }
+  if (plan.splits > 1) {
+    args.batch_offset = 0;
+    const int64_t total = problem.batch * problem.m * problem.n;
+    gk::gemm_finish_splits_kernel<<<plan.finish_blocks, gk::kFinishThreads, 0, cuda_stream>>>(
+        args, total);
+    FLEXKIT_CUDA_CHECK_LAUNCH("gemm_finish_splits_kernel");
+  }
+}
+
+}  // namespace flexkit::gemm

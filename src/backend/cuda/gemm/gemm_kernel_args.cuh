@@ -1,0 +1,130 @@
+// What every exact integer GEMM kernel (simple, wgmma, split-K finish) shares: the launch
+// arguments as one POD, the per-element epilogue (a thin shell around the portable epilogue, the
+// one definition of rounding) and the block-wide statistics reduction.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "flexkit/portable/gemm_epilogue.hpp"
+
+namespace flexkit::backend::cuda::gemm_kernels {
+
+// One input operand seen as a "rows × k" matrix: A is m × k, B is passed transposed (n × k), so
+// every kernel treats both operands alike. Element (r, k) of batch entry b lives at
+// data + b·batch_stride + r·row_stride + k·k_stride (elements).
+struct OperandView {
+  const void* data;
+  int64_t row_stride;
+  int64_t k_stride;
+  int64_t batch_stride;
+};
+
+struct OutputView {
+  void* data;
+  int64_t row_stride;
+  int64_t col_stride;
+  int64_t batch_stride;
+};
+
+struct IntegerGemmArgs {
+  int64_t m, n, k;
+  OperandView a;  // int16 mantissas, m × k
+  OperandView b;  // int16 mantissas or u8 bytes, n × k
+  OutputView c;   // int16 or float, m × n
+  portable::GemmEpilogue epilogue;
+  int32_t b_is_u8;
+  int32_t out_is_f32;
+  int32_t measure;  // EpilogueMode::measure: record statistics only, write nothing
+  int32_t splits;   // > 1: every split adds its exact partial sums into `workspace`
+  int64_t k_chunk;  // K range of one split (a multiple of the kernel's stage depth)
+  int32_t tiles_m, tiles_n;
+  int64_t batch_offset;  // batch entry of blockIdx.z == 0 (launches are chunked along batch)
+  unsigned long long* workspace;  // int64 accumulators [batch][m][n], two's complement
+  portable::GemmStats* stats;
+};
+
+// The end of one output element: the portable epilogue decides the value, this only reads the
+// old output (beta != 0), writes, and records statistics.
+__device__ __forceinline__ void finish_element(const IntegerGemmArgs& p, int64_t batch, int64_t row,
+                                               int64_t col, int64_t acc,
+                                               portable::GemmStats& stats) {
+  const portable::GemmEpilogue& e = p.epilogue;
+  const int64_t offset = batch * p.c.batch_stride + row * p.c.row_stride + col * p.c.col_stride;
+  if (p.out_is_f32) {
+    float* out = static_cast<float*>(p.c.data) + offset;
+    // The host rejects measure + f32 output + reads_old (gemm_stats_measure takes an int16 old).
+    if (p.measure) {
+      portable::gemm_stats_measure(stats, e, acc, 0);
+      return;
+    }
+    const float old = e.reads_old ? *out : 0.0f;
+    *out = portable::gemm_f32_result(e, acc, old);
+    return;
+  }
+  int16_t* out = static_cast<int16_t*>(p.c.data) + offset;
+  const int16_t old = e.reads_old ? *out : int16_t(0);
+  if (p.measure) {
+    portable::gemm_stats_measure(stats, e, acc, old);
+    return;
+  }
+  const portable::Flex16Code code = portable::gemm_flex16_result(e, acc, old);
+  *out = code.m;
+  portable::gemm_stats_store(stats, code);
+}
+
+__device__ __forceinline__ void warp_reduce_stats(portable::GemmStats& s) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    portable::GemmStats o;
+    o.max_abs_m = __shfl_xor_sync(0xffffffffu, s.max_abs_m, offset);
+    o.pad = 0;
+    o.saturated = __shfl_xor_sync(0xffffffffu, (unsigned long long)s.saturated, offset);
+    o.acc_max = __shfl_xor_sync(0xffffffffu, (long long)s.acc_max, offset);
+    o.acc_min = __shfl_xor_sync(0xffffffffu, (long long)s.acc_min, offset);
+    o.value_max_key = __shfl_xor_sync(0xffffffffu, (unsigned long long)s.value_max_key, offset);
+    o.value_min_key = __shfl_xor_sync(0xffffffffu, (unsigned long long)s.value_min_key, offset);
+    portable::gemm_stats_merge(s, o);
+  }
+}
+
+// Merges every thread's record into *global with one set of atomics per block. All threads of
+// the block must call it (it synchronises); blockDim.x must be a multiple of 32 and ≤ 1024.
+__device__ __forceinline__ void commit_block_stats(portable::GemmStats local,
+                                                   portable::GemmStats* global) {
+  __shared__ portable::GemmStats per_warp[32];
+  warp_reduce_stats(local);
+  const int warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  __syncthreads();  // per_warp may still be read by an earlier call in this block
+  if ((threadIdx.x & 31) == 0) per_warp[warp] = local;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  portable::GemmStats s = per_warp[0];
+  for (int w = 1; w < warps; ++w) portable::gemm_stats_merge(s, per_warp[w]);
+  // Only fields this block changed: max/min/sum are order-free, so skipping no-ops is exact.
+  const portable::GemmStats id = portable::gemm_stats_identity();
+  if (s.max_abs_m != id.max_abs_m) atomicMax(&global->max_abs_m, s.max_abs_m);
+  if (s.saturated != 0)
+    atomicAdd(reinterpret_cast<unsigned long long*>(&global->saturated),
+              static_cast<unsigned long long>(s.saturated));
+  if (s.acc_max != id.acc_max)
+    atomicMax(reinterpret_cast<long long*>(&global->acc_max), static_cast<long long>(s.acc_max));
+  if (s.acc_min != id.acc_min)
+    atomicMin(reinterpret_cast<long long*>(&global->acc_min), static_cast<long long>(s.acc_min));
+  if (s.value_max_key != id.value_max_key)
+    atomicMax(reinterpret_cast<unsigned long long*>(&global->value_max_key),
+              static_cast<unsigned long long>(s.value_max_key));
+  if (s.value_min_key != id.value_min_key)
+    atomicMin(reinterpret_cast<unsigned long long*>(&global->value_min_key),
+              static_cast<unsigned long long>(s.value_min_key));
+}
+
+// Adds one exact partial accumulator of a K split into the workspace. Integer addition is
+// associative, so the total is bit-identical whatever order the splits arrive in.
+__device__ __forceinline__ void add_partial(const IntegerGemmArgs& p, int64_t batch, int64_t row,
+                                            int64_t col, int64_t acc) {
+  if (acc == 0) return;
+  atomicAdd(p.workspace + (batch * p.m + row) * p.n + col, static_cast<unsigned long long>(acc));
+}
+
+}  // namespace flexkit::backend::cuda::gemm_kernels

@@ -1,0 +1,52 @@
+// Host side of the sm_90a exact integer GEMM kernel (int8 tensor cores through wgmma, each int16
+// split in-kernel into a signed high and an unsigned low byte). The kernel itself is in
+// gemm_wgmma.cuh; its instantiations are spread over gemm_wgmma_s16.cu and gemm_wgmma_u8.cu.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/gemm/gemm_kernel_args.cuh"
+
+namespace flexkit::backend::cuda::gemm_kernels {
+
+// One CTA computes a 128 × 128 output tile with two warpgroups (64 × 128 each); K advances in
+// stages of 64 through a 3-deep shared-memory ring.
+inline constexpr int kWgmmaTileM = 128;
+inline constexpr int kWgmmaTileN = 128;
+inline constexpr int kWgmmaStageK = 64;
+inline constexpr int kWgmmaStages = 3;
+inline constexpr int kWgmmaThreads = 256;
+// The int32 accumulators stay exact for at most 32768 products of bytes
+// (32768 · 255² and 32768 · 2 · 128 · 255 are both < 2^31): a CTA's K range is never longer.
+inline constexpr int64_t kWgmmaMaxChunkK = 32768;
+
+// Which kernel: B's element type and, per operand, whether its unit stride runs along K
+// (k-contiguous) or along its rows (M for A, N for B).
+struct WgmmaVariant {
+  bool b_is_u8;
+  bool a_k_contig;
+  bool b_k_contig;
+};
+
+std::size_t wgmma_smem_bytes(bool b_is_u8);
+
+// On the current device: raises the variant's dynamic shared-memory limit and reports whether the
+// loaded kernel image is real sm_90a code (false when only the PTX fallback exists, whose body is
+// empty). Call once per device and variant before launching.
+bool prepare_wgmma(const WgmmaVariant& variant);
+
+// Queues grid = (tiles_m · tiles_n, splits, batch entries) CTAs of kWgmmaThreads threads.
+void launch_wgmma(const WgmmaVariant& variant, dim3 grid, const IntegerGemmArgs& args,
+                  cudaStream_t stream);
+
+// Per element type of B (one translation unit each, to spread the build).
+bool prepare_wgmma_s16(bool a_k_contig, bool b_k_contig);
+bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig);
+void launch_wgmma_s16(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
+                      cudaStream_t stream);
+void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
+                     cudaStream_t stream);
+
+}  // namespace flexkit::backend::cuda::gemm_kernels

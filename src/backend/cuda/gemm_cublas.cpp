@@ -1,0 +1,122 @@
+// f32 matrix products through cuBLAS, and the synchronous wrapper of the integer kernels.
+//
+// cuBLAS is column-major. A logical r×c matrix with element strides (rs, cs) is a cuBLAS
+// operand as it is when rs == 1 (op N, ld = cs), or as the transpose of a column-major c×r
+// matrix when cs == 1 (op T, ld = rs). The output decides the orientation: with unit column
+// stride we compute Cᵀ = Bᵀ·Aᵀ instead of C = A·B.
+#include <cublas_v2.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/launch_support.hpp"
+#include "core/text.hpp"
+#include "flexkit/error.hpp"
+#include "gemm/gemm_cuda.hpp"
+#include "gemm/gemm_cuda_calls.hpp"
+
+namespace flexkit::gemm {
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw CudaError(detail::cat("dot: ", what, " failed: ", cublasGetStatusName(status), " (",
+                                cublasGetStatusString(status), ")"));
+}
+
+// One handle per device, made on first use and kept for the process (cuBLAS handles are costly
+// to create and may be shared by threads that serialise on the mutex).
+cublasHandle_t handle_for(int device) {
+  static std::mutex mutex;
+  static std::map<int, cublasHandle_t> handles;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = handles.find(device); it != handles.end()) return it->second;
+  backend::cuda::DeviceGuard guard(device);
+  cublasHandle_t h = nullptr;
+  check_cublas(cublasCreate(&h), "cublasCreate");
+  // Plain IEEE f32 products: no TF32 (cuBLAS's default math mode, stated for clarity).
+  check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  handles.emplace(device, h);
+  return h;
+}
+
+struct CublasOperand {
+  cublasOperation_t op;
+  long long ld;
+};
+
+// See the file comment. Size-1 dimensions leave their stride free.
+bool as_cublas(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64_t cs,
+               CublasOperand& out) {
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= rows) && cs >= 0) {
+    out = {CUBLAS_OP_N, cols == 1 ? std::max<std::int64_t>(rows, 1) : cs};
+    return true;
+  }
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= cols) && rs >= 0) {
+    out = {CUBLAS_OP_T, rows == 1 ? std::max<std::int64_t>(cols, 1) : rs};
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool cublas_accepts(const GemmProblem& p) {
+  CublasOperand x;
+  bool c_direct = as_cublas(p.m, p.n, p.c.row_stride, p.c.col_stride, x) && x.op == CUBLAS_OP_N;
+  bool c_transposed = as_cublas(p.n, p.m, p.c.col_stride, p.c.row_stride, x) && x.op == CUBLAS_OP_N;
+  return (c_direct || c_transposed) && as_cublas(p.m, p.k, p.a.row_stride, p.a.col_stride, x) &&
+         as_cublas(p.k, p.n, p.b.row_stride, p.b.col_stride, x) && p.a.batch_stride >= 0 &&
+         p.b.batch_stride >= 0 && p.c.batch_stride >= 0;
+}
+
+void gemm_f32_cuda(const GemmProblem& p, int device, void* stream) {
+  backend::cuda::DeviceGuard guard(device);
+  cublasHandle_t h = handle_for(device);
+  check_cublas(cublasSetStream(h, static_cast<cudaStream_t>(stream)), "cublasSetStream");
+  // Orientation: X = L·R with X column-major (rows × cols, ldc).
+  std::int64_t rows = p.m, cols = p.n;
+  MatrixRef left = p.a, right = p.b;
+  CublasOperand c_op;
+  long long ldc = 0;
+  if (as_cublas(p.m, p.n, p.c.row_stride, p.c.col_stride, c_op) && c_op.op == CUBLAS_OP_N) {
+    ldc = c_op.ld;
+  } else {
+    as_cublas(p.n, p.m, p.c.col_stride, p.c.row_stride, c_op);
+    ldc = c_op.ld;
+    rows = p.n;
+    cols = p.m;
+    left = {p.b.data, p.b.kind, p.b.col_stride, p.b.row_stride, p.b.batch_stride};
+    right = {p.a.data, p.a.kind, p.a.col_stride, p.a.row_stride, p.a.batch_stride};
+  }
+  CublasOperand l, r;
+  if (!as_cublas(rows, p.k, left.row_stride, left.col_stride, l) ||
+      !as_cublas(p.k, cols, right.row_stride, right.col_stride, r))
+    throw ValueError(
+        "dot: internal error: an f32 operand reached cuBLAS with a layout it cannot "
+        "take");
+  float alpha = p.alpha, beta = p.beta;
+  check_cublas(cublasSgemmStridedBatched(
+                   h, l.op, r.op, static_cast<int>(rows), static_cast<int>(cols),
+                   static_cast<int>(p.k), &alpha, static_cast<const float*>(left.data),
+                   static_cast<int>(l.ld), left.batch_stride, static_cast<const float*>(right.data),
+                   static_cast<int>(r.ld), right.batch_stride, &beta, static_cast<float*>(p.c.data),
+                   static_cast<int>(ldc), p.c.batch_stride, static_cast<int>(p.batch)),
+               "cublasSgemmStridedBatched");
+}
+
+portable::GemmStats gemm_integer_cuda_sync(const GemmProblem& p, int device, void* stream) {
+  backend::cuda::DeviceGuard guard(device);
+  auto s = static_cast<cudaStream_t>(stream);
+  backend::cuda::Scratch stats(device, sizeof(portable::GemmStats));
+  portable::GemmStats host = portable::gemm_stats_identity();
+  FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(stats.get(), &host, sizeof host, cudaMemcpyHostToDevice, s));
+  gemm_integer_cuda(p, device, stream, static_cast<portable::GemmStats*>(stats.get()));
+  FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(&host, stats.get(), sizeof host, cudaMemcpyDeviceToHost, s));
+  FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(s));
+  return host;
+}
+
+}  // namespace flexkit::gemm

@@ -1,0 +1,307 @@
+// dot(): checks a matrix product's operands, normalises them into a GemmProblem (strides, not
+// copies) and runs it on the operands' device. The exact `iwl` policy runs the product twice:
+// once measuring the result's range, once storing at the exponent that range asks for.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "core/storage.hpp"
+#include "core/text.hpp"
+#include "flexkit/cuda.hpp"
+#include "flexkit/error.hpp"
+#include "flexkit/gemm.hpp"
+#include "gemm/gemm_cpu.hpp"
+#include "gemm/gemm_cuda_calls.hpp"
+
+namespace flexkit {
+namespace {
+
+using gemm::ElementKind;
+using gemm::GemmProblem;
+using portable::GemmEpilogue;
+using portable::GemmStats;
+
+const char* const kCombinations =
+    "f32 × f32, flex16 × flex16, flex16 × u8 or u8 × flex16, into f32 (or flex16 for the "
+    "integer products)";
+
+std::string operands_text(const Array& a, const Array& b, const Array& out) {
+  return detail::cat("A ", a.describe(), ", B ", b.describe(), ", out ", out.describe());
+}
+
+ElementKind kind_of(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return ElementKind::f32;
+    case DType::flex16:
+      return ElementKind::flex16;
+    default:
+      return ElementKind::u8;
+  }
+}
+
+// The lowest and highest element offsets a view reaches, for overlap checks.
+std::pair<std::int64_t, std::int64_t> element_span(const Array& x) {
+  std::int64_t lo = x.offset(), hi = x.offset();
+  for (int i = 0; i < x.rank(); ++i) {
+    std::int64_t reach = (x.dim(i) - 1) * x.strides()[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo, hi};
+}
+
+bool overlaps(const Array& out, const Array& in) {
+  if (!out.shares_storage(in) || out.size() == 0 || in.size() == 0) return false;
+  // Byte ranges, since the two views may have different element sizes.
+  auto [olo, ohi] = element_span(out);
+  auto [ilo, ihi] = element_span(in);
+  std::int64_t os = static_cast<std::int64_t>(itemsize(out.dtype()));
+  std::int64_t is = static_cast<std::int64_t>(itemsize(in.dtype()));
+  return olo * os <= ihi * is + is - 1 && ilo * is <= ohi * os + os - 1;
+}
+
+// True when two different index tuples of `x` can name the same element (a broadcast view, or
+// strides that interleave): sorted by |stride|, each stride must step past everything below it.
+bool self_overlapping(const Array& x) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> axes;  // (|stride|, extent)
+  for (int i = 0; i < x.rank(); ++i)
+    if (x.dim(i) > 1) axes.emplace_back(std::llabs(x.strides()[i]), x.dim(i));
+  std::sort(axes.begin(), axes.end());
+  std::int64_t covered = 1;  // elements spanned by the smaller axes
+  for (auto [stride, extent] : axes) {
+    if (stride < covered) return true;
+    covered = stride * (extent - 1) + covered;
+  }
+  return false;
+}
+
+struct Shapes {
+  std::int64_t batch, m, n, k;
+};
+
+// Checks ranks, shapes, dtypes, devices and overlaps; returns the problem's sizes.
+Shapes check_operands(const Array& a, const Array& b, const Array& out) {
+  if (!a.defined() || !b.defined() || !out.defined())
+    throw ValueError("dot: an operand is an empty Array handle");
+  auto rank_ok = [](const Array& x) { return x.rank() == 2 || x.rank() == 3; };
+  if (!rank_ok(a) || !rank_ok(b) || !rank_ok(out))
+    throw ShapeError(
+        detail::cat("dot: operands must be matrices (rank 2) or batches of matrices "
+                    "(rank 3); got ",
+                    operands_text(a, b, out)));
+  std::int64_t m = a.dim(a.rank() - 2), k = a.dim(a.rank() - 1);
+  std::int64_t kb = b.dim(b.rank() - 2), n = b.dim(b.rank() - 1);
+  if (k != kb)
+    throw ShapeError(detail::cat("dot: inner dimensions differ: A has ", k, " columns, B has ", kb,
+                                 " rows (", operands_text(a, b, out), ")"));
+  bool batched = a.rank() == 3 || b.rank() == 3;
+  std::int64_t batch = a.rank() == 3 ? a.dim(0) : (b.rank() == 3 ? b.dim(0) : 1);
+  if (a.rank() == 3 && b.rank() == 3 && a.dim(0) != b.dim(0))
+    throw ShapeError(detail::cat("dot: batch sizes differ: A has ", a.dim(0), ", B has ", b.dim(0),
+                                 " (", operands_text(a, b, out), ")"));
+  Shape expected = batched ? Shape{batch, m, n} : Shape{m, n};
+  if (out.shape() != expected)
+    throw ShapeError(detail::cat("dot: out must have shape ", shape_str(expected), "; got ",
+                                 operands_text(a, b, out)));
+  if (!(a.device() == out.device()) || !(b.device() == out.device()))
+    throw DeviceError(
+        detail::cat("dot: operands are on different devices: ", operands_text(a, b, out)));
+  DType ta = a.dtype(), tb = b.dtype(), to = out.dtype();
+  bool float_product = ta == DType::f32 && tb == DType::f32 && to == DType::f32;
+  bool integer_inputs = (ta == DType::flex16 && (tb == DType::flex16 || tb == DType::u8)) ||
+                        (ta == DType::u8 && tb == DType::flex16);
+  bool integer_product = integer_inputs && (to == DType::flex16 || to == DType::f32);
+  if (!float_product && !integer_product)
+    throw DTypeError(detail::cat("dot: unsupported types ", dtype_name(ta), " × ", dtype_name(tb),
+                                 " → ", dtype_name(to), "; supported: ", kCombinations));
+  if (!out.writable() || self_overlapping(out))
+    throw ValueError(detail::cat("dot: out ", out.describe(),
+                                 " is a read-only or broadcast view (several of its elements "
+                                 "share memory); pass an array that owns each element"));
+  if (overlaps(out, a) || overlaps(out, b))
+    throw ValueError(detail::cat("dot: out overlaps an input (", operands_text(a, b, out),
+                                 "); the product would read what it writes — pass a separate "
+                                 "output array"));
+  return {batch, m, n, k};
+}
+
+gemm::MatrixRef matrix_ref(const Array& x) {
+  gemm::MatrixRef r;
+  r.data = x.data();
+  r.kind = kind_of(x.dtype());
+  int rank = x.rank();
+  r.row_stride = x.strides()[rank - 2];
+  r.col_stride = x.strides()[rank - 1];
+  r.batch_stride = rank == 3 ? x.strides()[0] : 0;
+  return r;
+}
+
+gemm::OutputRef output_ref(const Array& x) {
+  gemm::OutputRef r;
+  r.data = x.data();
+  r.kind = kind_of(x.dtype());
+  int rank = x.rank();
+  r.row_stride = x.strides()[rank - 2];
+  r.col_stride = x.strides()[rank - 1];
+  r.batch_stride = rank == 3 ? x.strides()[0] : 0;
+  return r;
+}
+
+// C = A·B ⇔ Cᵀ = Bᵀ·Aᵀ: lets the kernels see every integer product with A flex16.
+void transpose_problem(GemmProblem& p) {
+  std::swap(p.m, p.n);
+  gemm::MatrixRef a = p.a, b = p.b;
+  p.a = {b.data, b.kind, b.col_stride, b.row_stride, b.batch_stride};
+  p.b = {a.data, a.kind, a.col_stride, a.row_stride, a.batch_stride};
+  std::swap(p.c.row_stride, p.c.col_stride);
+}
+
+int operand_iwl(const Array& x) {
+  return x.dtype() == DType::u8 ? 15 : x.iwl();  // a byte counts as a mantissa at iwl 15
+}
+
+GemmEpilogue make_epilogue(const Array& a, const Array& b, const Array& out, int out_iwl,
+                           const DotOptions& o) {
+  GemmEpilogue e{};
+  bool flex_out = out.dtype() == DType::flex16;
+  int iwl_ab = operand_iwl(a) + operand_iwl(b);
+  e.out_kind = flex_out ? portable::GemmOutKind::flex16 : portable::GemmOutKind::f32;
+  e.integer_only = flex_out && o.alpha == 1.0 && o.beta == 0.0;
+  e.scale = 15 + out_iwl - iwl_ab;
+  e.alpha = o.alpha;
+  e.beta = o.beta;
+  e.acc_unit = portable::pow2d(iwl_ab - 30);
+  e.old_unit = flex_out ? portable::pow2d(out.iwl() - 15) : 1.0;
+  e.out_inv_unit = portable::pow2d(15 - out_iwl);
+  e.reads_old = o.beta != 0.0;
+  return e;
+}
+
+GemmStats run_problem(const GemmProblem& p, Device device) {
+  if (device.is_cpu()) return gemm::gemm_cpu(p);
+  void* stream = cuda::current_stream(device.index);
+  if (p.a.kind == ElementKind::f32) {
+    gemm::gemm_f32_cuda(p, device.index, stream);
+    return portable::gemm_stats_identity();
+  }
+  return gemm::gemm_integer_cuda_sync(p, device.index, stream);
+}
+
+// The smallest iwl at which the measured range stores without saturating (0 when every value
+// is 0, as flex16_choose_iwl does).
+int exact_iwl(const GemmStats& s, const Array& a, const Array& b, const Array& out,
+              const DotOptions& o) {
+  for (int iwl = kFlex16MinIwl; iwl <= kFlex16MaxIwl; ++iwl) {
+    GemmEpilogue e = make_epilogue(a, b, out, iwl, o);
+    bool fits;
+    if (e.integer_only) {
+      if (s.acc_max == 0 && s.acc_min == 0) return 0;
+      fits = !portable::gemm_round_shift(s.acc_max, e.scale).saturated &&
+             !portable::gemm_round_shift(s.acc_min, e.scale).saturated;
+    } else {
+      double hi = portable::gemm_from_order_key(s.value_max_key);
+      double lo = portable::gemm_from_order_key(s.value_min_key);
+      if (hi == 0.0 && lo == 0.0) return 0;
+      auto saturates = [&](double v) {
+        return portable::saturate_rounded(
+                   portable::round_half_even(portable::gemm_mul_rn(v, e.out_inv_unit)))
+            .saturated;
+      };
+      fits = !saturates(hi) && !saturates(lo);
+    }
+    if (fits) return iwl;
+  }
+  return kFlex16MaxIwl;
+}
+
+// cuBLAS needs one unit stride per matrix: other f32 views go through contiguous copies (the
+// output's old values too when beta accumulates), then the result is written back.
+void run_f32_staged(const Array& a, const Array& b, const Array& out, const DotOptions& options) {
+  Array staged_out =
+      options.beta != 0.0 ? out.clone() : Array::empty(out.shape(), out.dtype(), out.device());
+  dot(a.contiguous(), b.contiguous(), staged_out, options);
+  Array target = out;
+  target.assign(staged_out);
+}
+
+}  // namespace
+
+void dot(const Array& a, const Array& b, const Array& out, const DotOptions& options) {
+  Shapes s = check_operands(a, b, out);
+  bool flex_out = out.dtype() == DType::flex16;
+  if (!flex_out && (options.iwl || options.iwl_policy != IwlPolicy::fixed))
+    throw DTypeError(detail::cat("dot: an iwl or iwl policy was given but out ", out.describe(),
+                                 " is not flex16"));
+  if (options.iwl) check_iwl(*options.iwl, "dot");
+  if (!std::isfinite(options.alpha) || !std::isfinite(options.beta))
+    throw ValueError(detail::cat("dot: alpha and beta must be finite; got alpha ", options.alpha,
+                                 ", beta ", options.beta));
+  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+  if (s.k == 0) {        // an empty sum: out = beta · out
+    Array target = out;  // a handle: writes go through to the caller's elements
+    if (options.iwl) target.set_iwl(*options.iwl);
+    if (options.beta == 0.0)
+      target.fill(0.0);
+    else
+      assign(out, Expr(out) * options.beta);
+    return;
+  }
+
+  GemmProblem p;
+  p.batch = s.batch;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.a = matrix_ref(a);
+  p.b = matrix_ref(b);
+  p.c = output_ref(out);
+  p.alpha = static_cast<float>(options.alpha);
+  p.beta = static_cast<float>(options.beta);
+  if (a.dtype() == DType::f32) {
+    if (out.device().is_cuda() && !gemm::cublas_accepts(p)) {
+      run_f32_staged(a, b, out, options);
+      return;
+    }
+    run_problem(p, out.device());
+    return;
+  }
+  if (a.dtype() == DType::u8) transpose_problem(p);
+
+  int out_iwl = flex_out ? (options.iwl ? *options.iwl : out.iwl()) : 0;
+  if (flex_out && options.iwl_policy == IwlPolicy::exact) {
+    p.epilogue = make_epilogue(a, b, out, out_iwl, options);
+    p.mode = gemm::EpilogueMode::measure;
+    out_iwl = exact_iwl(run_problem(p, out.device()), a, b, out, options);
+  }
+  p.epilogue = make_epilogue(a, b, out, out_iwl, options);
+  p.mode = gemm::EpilogueMode::store;
+  GemmStats stats = run_problem(p, out.device());
+  if (flex_out) {
+    detail::Storage& storage = ArrayAccess::storage(out);
+    storage.iwl = out_iwl;
+    storage.stats = {stats.max_abs_m, stats.saturated, 0};
+  }
+}
+
+Array dot(const Array& a, const Array& b, std::optional<DType> out_dtype) {
+  if (!a.defined() || !b.defined()) throw ValueError("dot: an operand is an empty Array handle");
+  bool integer = a.dtype() != DType::f32 || b.dtype() != DType::f32;
+  DType dtype = out_dtype ? *out_dtype : (integer ? DType::flex16 : DType::f32);
+  Shape shape;
+  if (a.rank() == 3)
+    shape.push_back(a.dim(0));
+  else if (b.rank() == 3)
+    shape.push_back(b.dim(0));
+  shape.push_back(a.rank() >= 2 ? a.dim(a.rank() - 2) : 0);
+  shape.push_back(b.rank() >= 2 ? b.dim(b.rank() - 1) : 0);
+  Array out = Array::empty(shape, dtype, a.device());
+  DotOptions options;
+  if (dtype == DType::flex16) options.iwl_policy = IwlPolicy::exact;
+  dot(a, b, out, options);
+  return out;
+}
+
+}  // namespace flexkit

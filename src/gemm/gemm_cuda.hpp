@@ -1,0 +1,16 @@
+// The CUDA GEMM kernels for exact integer products (flex16 × flex16 and flex16 × u8) on the
+// int8 tensor cores. f32 products go through cuBLAS (gemm_cublas.hpp).
+#pragma once
+#include "gemm/gemm_problem.hpp"
+
+namespace flexkit::gemm {
+
+// Queues `problem` on `stream` (a cudaStream_t) of `device`. `device_stats` points to one
+// portable::GemmStats in device memory, initialised by the caller to gemm_stats_identity(); the
+// kernels merge their records into it with atomics (max, min and sum: order-independent).
+// Plans (tile shape, split, workspace) are cached per shape class, so repeated shapes do not
+// re-plan. Throws CudaError on a failed launch.
+void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
+                       portable::GemmStats* device_stats);
+
+}  // namespace flexkit::gemm

@@ -1,0 +1,19 @@
+// What dot() calls on a CUDA device: f32 products through cuBLAS, integer products through the
+// tensor-core kernels with their statistics brought back to the host.
+#pragma once
+#include "gemm/gemm_problem.hpp"
+
+namespace flexkit::gemm {
+
+// Whether cuBLAS takes the f32 problem's layouts as they are (one unit stride per matrix, leading
+// strides cuBLAS accepts, non-negative batch strides); dot() stages the others through copies.
+bool cublas_accepts(const GemmProblem& problem);
+
+// C = alpha·A·B + beta·C in f32 with cuBLAS (TF32 off), queued on `stream`. Requires
+// cublas_accepts(problem).
+void gemm_f32_cuda(const GemmProblem& problem, int device, void* stream);
+
+// Runs gemm_integer_cuda and waits for its statistics.
+portable::GemmStats gemm_integer_cuda_sync(const GemmProblem& problem, int device, void* stream);
+
+}  // namespace flexkit::gemm

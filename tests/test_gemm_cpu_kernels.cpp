@@ -1,0 +1,442 @@
+// The CPU GEMM kernels (backend/cpu/gemm_cpu.cpp) against plain triple loops: exact integer
+// products through the portable epilogue for every stride pattern, extreme mantissas and long K,
+// f32 against a float64 loop, and the scalar and SIMD paths against each other bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/gemm/gemm_kernels.hpp"
+#include "gemm/gemm_cpu.hpp"
+
+namespace {
+
+using flexkit::backend::cpu::gemm_detail::gemm_cpu_with_isa;
+using flexkit::backend::cpu::gemm_detail::gemm_hardware_isa;
+using flexkit::backend::cpu::gemm_detail::GemmIsa;
+using flexkit::gemm::ElementKind;
+using flexkit::gemm::EpilogueMode;
+using flexkit::gemm::GemmProblem;
+namespace portable = flexkit::portable;
+
+// How a (batch, rows, cols) operand is laid out in its storage.
+enum class Pattern { row_major, col_major, stepped, reversed, reversed_col_stepped, broadcast };
+
+struct Layout {
+  std::int64_t rs = 0, cs = 0, bs = 0;
+  std::int64_t offset = 0;  // storage index of element (0, 0, 0)
+  std::int64_t size = 0;    // storage elements
+  std::int64_t at(std::int64_t b, std::int64_t r, std::int64_t c) const {
+    return offset + b * bs + r * rs + c * cs;
+  }
+};
+
+Layout make_layout(Pattern p, std::int64_t batch, std::int64_t rows, std::int64_t cols) {
+  Layout l;
+  switch (p) {
+    case Pattern::row_major:
+      l.cs = 1, l.rs = cols, l.bs = rows * cols;
+      break;
+    case Pattern::col_major:  // a transposed view
+      l.rs = 1, l.cs = rows, l.bs = rows * cols;
+      break;
+    case Pattern::stepped:  // x[::2, ::3] of a wider array, batches apart
+      l.cs = 3, l.rs = 2 * (3 * cols + 1), l.bs = l.rs * rows + 5;
+      break;
+    case Pattern::reversed:  // x[::-1, ::-1]
+      l.cs = -1, l.rs = -cols, l.bs = rows * cols;
+      break;
+    case Pattern::reversed_col_stepped:  // transposed, both steps non-unit, negative
+      l.rs = -2, l.cs = -(2 * rows + 1), l.bs = -((2 * rows + 1) * cols + 3);
+      break;
+    case Pattern::broadcast:  // one matrix shared by every batch entry
+      l.cs = 1, l.rs = cols, l.bs = 0;
+      break;
+  }
+  std::int64_t lo = 0, hi = 0;
+  for (auto [s, e] : {std::pair{l.bs, batch}, std::pair{l.rs, rows}, std::pair{l.cs, cols}}) {
+    lo += std::min<std::int64_t>(0, s * (e - 1));
+    hi += std::max<std::int64_t>(0, s * (e - 1));
+  }
+  l.offset = -lo;
+  l.size = hi - lo + 1;
+  return l;
+}
+
+portable::GemmEpilogue integer_epilogue(int scale) {
+  portable::GemmEpilogue e{};
+  e.out_kind = portable::GemmOutKind::flex16;
+  e.integer_only = true;
+  e.scale = scale;
+  e.alpha = 1.0;
+  e.beta = 0.0;
+  e.acc_unit = 1.0;
+  e.old_unit = 1.0;
+  e.out_inv_unit = 1.0;
+  e.reads_old = false;
+  return e;
+}
+
+// The double path: r = alpha·acc·acc_unit + beta·old·old_unit.
+portable::GemmEpilogue double_epilogue(portable::GemmOutKind out, double alpha, double beta,
+                                       int acc_log2, int old_log2, int out_inv_log2) {
+  portable::GemmEpilogue e{};
+  e.out_kind = out;
+  e.integer_only = false;
+  e.scale = 0;
+  e.alpha = alpha;
+  e.beta = beta;
+  e.acc_unit = std::ldexp(1.0, acc_log2);
+  e.old_unit = out == portable::GemmOutKind::f32 ? 1.0 : std::ldexp(1.0, old_log2);
+  e.out_inv_unit = std::ldexp(1.0, out_inv_log2);
+  e.reads_old = beta != 0.0;
+  return e;
+}
+
+struct IntCase {
+  std::int64_t batch = 1, m = 1, n = 1, k = 1;
+  Pattern pa = Pattern::row_major, pb = Pattern::row_major, pc = Pattern::row_major;
+  bool b_u8 = false;
+  ElementKind out = ElementKind::flex16;
+  portable::GemmEpilogue epilogue = integer_epilogue(15);
+  EpilogueMode mode = EpilogueMode::store;
+};
+
+// Operands and an output buffer for one integer case, plus what the reference computes.
+struct IntRun {
+  IntCase c;
+  Layout la, lb, lc;
+  std::vector<std::int16_t> a;
+  std::vector<std::int16_t> b16;
+  std::vector<std::uint8_t> b8;
+  std::vector<std::int16_t> c16;
+  std::vector<float> c32;
+
+  GemmProblem problem() {
+    GemmProblem p;
+    p.batch = c.batch, p.m = c.m, p.n = c.n, p.k = c.k;
+    p.a = {a.data() + la.offset, ElementKind::flex16, la.rs, la.cs, la.bs};
+    if (c.b_u8) {
+      p.b = {b8.data() + lb.offset, ElementKind::u8, lb.rs, lb.cs, lb.bs};
+    } else {
+      p.b = {b16.data() + lb.offset, ElementKind::flex16, lb.rs, lb.cs, lb.bs};
+    }
+    void* out = c.out == ElementKind::flex16 ? static_cast<void*>(c16.data() + lc.offset)
+                                             : static_cast<void*>(c32.data() + lc.offset);
+    p.c = {out, c.out, lc.rs, lc.cs, lc.bs};
+    p.epilogue = c.epilogue;
+    p.mode = c.mode;
+    return p;
+  }
+
+  std::int64_t bval(std::int64_t i) const { return c.b_u8 ? b8[i] : b16[i]; }
+
+  // The triple loop and the portable epilogue, written into (c16, c32) copies; returns the stats.
+  portable::GemmStats reference(std::vector<std::int16_t>& out16, std::vector<float>& out32) const {
+    out16 = c16;
+    out32 = c32;
+    portable::GemmStats s = portable::gemm_stats_identity();
+    const auto& e = c.epilogue;
+    for (std::int64_t bi = 0; bi < c.batch; ++bi)
+      for (std::int64_t i = 0; i < c.m; ++i)
+        for (std::int64_t j = 0; j < c.n; ++j) {
+          std::int64_t acc = 0;
+          for (std::int64_t kk = 0; kk < c.k; ++kk)
+            acc += std::int64_t{a[la.at(bi, i, kk)]} * bval(lb.at(bi, kk, j));
+          const std::int64_t o = lc.at(bi, i, j);
+          if (c.out == ElementKind::flex16) {
+            const std::int16_t old = e.reads_old ? out16[o] : std::int16_t{0};
+            if (c.mode == EpilogueMode::store) {
+              auto code = portable::gemm_flex16_result(e, acc, old);
+              out16[o] = code.m;
+              portable::gemm_stats_store(s, code);
+            } else {
+              portable::gemm_stats_measure(s, e, acc, old);
+            }
+          } else if (c.mode == EpilogueMode::store) {
+            out32[o] = portable::gemm_f32_result(e, acc, e.reads_old ? out32[o] : 0.0f);
+          } else {
+            portable::gemm_stats_measure(s, e, acc, 0);
+          }
+        }
+    return s;
+  }
+};
+
+// Random full-range mantissas with the extremes over-represented.
+std::int16_t random_m(std::mt19937& rng) {
+  const std::uint32_t r = rng();
+  switch (r % 8) {
+    case 0:
+      return -32768;
+    case 1:
+      return 32767;
+    default:
+      return static_cast<std::int16_t>(r >> 16);
+  }
+}
+
+IntRun make_run(const IntCase& c, unsigned seed) {
+  IntRun run;
+  run.c = c;
+  run.la = make_layout(c.pa, c.batch, c.m, c.k);
+  run.lb = make_layout(c.pb, c.batch, c.k, c.n);
+  run.lc = make_layout(c.pc, c.batch, c.m, c.n);
+  std::mt19937 rng(seed);
+  run.a.resize(run.la.size);
+  for (auto& x : run.a) x = random_m(rng);
+  if (c.b_u8) {
+    run.b8.resize(run.lb.size);
+    for (auto& x : run.b8) x = static_cast<std::uint8_t>(rng() % 3 == 0 ? 255 : rng());
+  } else {
+    run.b16.resize(run.lb.size);
+    for (auto& x : run.b16) x = random_m(rng);
+  }
+  // The output storage holds old values (also between the viewed elements, which must survive).
+  run.c16.resize(run.lc.size);
+  run.c32.resize(run.lc.size);
+  for (auto& x : run.c16) x = static_cast<std::int16_t>(rng());
+  for (auto& x : run.c32) x = static_cast<float>(static_cast<std::int32_t>(rng() % 2001) - 1000);
+  return run;
+}
+
+void expect_same_stats(const portable::GemmStats& got, const portable::GemmStats& want) {
+  EXPECT_EQ(got.max_abs_m, want.max_abs_m);
+  EXPECT_EQ(got.saturated, want.saturated);
+  EXPECT_EQ(got.acc_max, want.acc_max);
+  EXPECT_EQ(got.acc_min, want.acc_min);
+  EXPECT_EQ(got.value_max_key, want.value_max_key);
+  EXPECT_EQ(got.value_min_key, want.value_min_key);
+}
+
+// Runs the case on every instruction set this CPU has and compares each with the reference.
+void check_int_case(const IntCase& c, unsigned seed) {
+  SCOPED_TRACE(::testing::Message()
+               << "batch " << c.batch << " m " << c.m << " n " << c.n << " k " << c.k
+               << " patterns " << int(c.pa) << int(c.pb) << int(c.pc) << " u8 " << c.b_u8
+               << " f32 out " << (c.out == ElementKind::f32) << " measure "
+               << (c.mode == EpilogueMode::measure) << " seed " << seed);
+  const IntRun base = make_run(c, seed);
+  std::vector<std::int16_t> want16;
+  std::vector<float> want32;
+  const portable::GemmStats want = base.reference(want16, want32);
+  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
+    if (isa > gemm_hardware_isa()) continue;
+    SCOPED_TRACE(::testing::Message() << "isa " << int(isa));
+    IntRun run = base;
+    const portable::GemmStats got = gemm_cpu_with_isa(run.problem(), isa);
+    expect_same_stats(got, want);
+    EXPECT_TRUE(run.c16 == want16);
+    EXPECT_EQ(0, std::memcmp(run.c32.data(), want32.data(), sizeof(float) * want32.size()));
+  }
+}
+
+TEST(GemmCpuKernels, SpecDiscriminator) {
+  // A = [32767, −32767, 1], B = [32767, 32767, 1]ᵀ, iwl 15 everywhere: the exact answer is 1.
+  std::int16_t a[3] = {32767, -32767, 1}, b[3] = {32767, 32767, 1}, c[1] = {-5};
+  GemmProblem p;
+  p.m = 1, p.n = 1, p.k = 3;
+  p.a = {a, ElementKind::flex16, 3, 1, 0};
+  p.b = {b, ElementKind::flex16, 1, 1, 0};
+  p.c = {c, ElementKind::flex16, 1, 1, 0};
+  p.epilogue = integer_epilogue(15 + 15 - 30);
+  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
+    c[0] = -5;
+    const auto s = gemm_cpu_with_isa(p, isa);
+    EXPECT_EQ(c[0], 1);
+    EXPECT_EQ(s.max_abs_m, 1);
+    EXPECT_EQ(s.saturated, 0u);
+  }
+}
+
+// Every A and B entry −32768 (each vpmaddwd pair would be 2^31) over K = 2^20: acc = 2^50.
+TEST(GemmCpuKernels, AllMinimumLongK) {
+  const std::int64_t k = std::int64_t{1} << 20, m = 2, n = 3;
+  std::vector<std::int16_t> a(m * k, -32768), b(k * n, -32768), c(m * n, 7);
+  for (std::int64_t kk = 0; kk < k; ++kk) b[kk * n + 2] = 32767;  // one column negative
+  GemmProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.a = {a.data(), ElementKind::flex16, k, 1, 0};
+  p.b = {b.data(), ElementKind::flex16, n, 1, 0};
+  p.c = {c.data(), ElementKind::flex16, n, 1, 0};
+  const std::int64_t pos = std::int64_t{1} << 50, neg = -(std::int64_t{32768} * 32767) << 20;
+  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
+    p.mode = EpilogueMode::measure;
+    p.epilogue = integer_epilogue(0);
+    std::fill(c.begin(), c.end(), 7);
+    auto s = gemm_cpu_with_isa(p, isa);
+    EXPECT_EQ(s.acc_max, pos);
+    EXPECT_EQ(s.acc_min, neg);
+    EXPECT_TRUE(std::all_of(c.begin(), c.end(), [](std::int16_t v) { return v == 7; }));
+    p.mode = EpilogueMode::store;
+    p.epilogue = integer_epilogue(36);  // 2^50 · 2^−36 = 2^14
+    s = gemm_cpu_with_isa(p, isa);
+    for (std::int64_t i = 0; i < m; ++i) {
+      EXPECT_EQ(c[i * n + 0], 16384);
+      EXPECT_EQ(c[i * n + 1], 16384);
+      EXPECT_EQ(c[i * n + 2], portable::gemm_round_shift(neg, 36).m);
+    }
+    EXPECT_EQ(s.max_abs_m, 16384);
+    EXPECT_EQ(s.saturated, 0u);
+  }
+}
+
+TEST(GemmCpuKernels, OddSizesAllPatterns) {
+  const Pattern patterns[] = {Pattern::row_major, Pattern::col_major, Pattern::stepped,
+                              Pattern::reversed, Pattern::reversed_col_stepped};
+  const std::int64_t sizes[][3] = {{1, 1, 1},     {7, 1, 127},   {1, 129, 7},  {127, 7, 129},
+                                   {129, 127, 1}, {7, 129, 257}, {13, 33, 600}};
+  unsigned seed = 1;
+  for (const auto& sz : sizes) {
+    for (Pattern pa : patterns) {
+      for (Pattern pb : patterns) {
+        IntCase c;
+        c.m = sz[0], c.n = sz[1], c.k = sz[2];
+        c.pa = pa, c.pb = pb;
+        c.pc = patterns[seed % 5];
+        c.b_u8 = seed % 3 == 0;
+        // A scale where some outputs saturate and some round.
+        c.epilogue = integer_epilogue(16 + static_cast<int>(seed % 8));
+        check_int_case(c, seed++);
+      }
+    }
+  }
+}
+
+TEST(GemmCpuKernels, BatchedAndBroadcast) {
+  IntCase c;
+  c.batch = 3, c.m = 19, c.n = 45, c.k = 300;
+  for (bool u8 : {false, true}) {
+    c.b_u8 = u8;
+    c.pa = Pattern::broadcast, c.pb = Pattern::stepped, c.pc = Pattern::reversed;
+    check_int_case(c, 11);
+    c.pa = Pattern::col_major, c.pb = Pattern::broadcast, c.pc = Pattern::stepped;
+    check_int_case(c, 12);
+  }
+}
+
+// Tall and narrow: the planner splits rows across threads (when there is more than one).
+TEST(GemmCpuKernels, RowPartsSplit) {
+  IntCase c;
+  c.m = 300, c.n = 5, c.k = 300;
+  c.pa = Pattern::stepped, c.pb = Pattern::reversed, c.pc = Pattern::col_major;
+  c.epilogue = integer_epilogue(20);
+  check_int_case(c, 31);
+  c.b_u8 = true;
+  check_int_case(c, 32);
+}
+
+TEST(GemmCpuKernels, EpilogueVariants) {
+  using portable::GemmOutKind;
+  IntCase c;
+  c.batch = 2, c.m = 37, c.n = 70, c.k = 513;
+  c.pa = Pattern::row_major, c.pb = Pattern::col_major, c.pc = Pattern::stepped;
+  for (bool u8 : {false, true}) {
+    c.b_u8 = u8;
+    // beta accumulate into flex16 (the double path), store and measure.
+    c.out = ElementKind::flex16;
+    c.epilogue = double_epilogue(GemmOutKind::flex16, 0.75, 1.0, -30, -3, 15 - 20);
+    c.mode = EpilogueMode::store;
+    check_int_case(c, 21);
+    c.mode = EpilogueMode::measure;
+    check_int_case(c, 22);
+    // Integer-only measure.
+    c.epilogue = integer_epilogue(20);
+    check_int_case(c, 23);
+    // f32 outputs, with and without beta.
+    c.mode = EpilogueMode::store;
+    c.out = ElementKind::f32;
+    c.epilogue = double_epilogue(GemmOutKind::f32, 1.0, 0.0, -30, 0, 0);
+    check_int_case(c, 24);
+    c.epilogue = double_epilogue(GemmOutKind::f32, -2.0, 0.5, -28, 0, 0);
+    check_int_case(c, 25);
+  }
+}
+
+// beta == 0: the old output is never read, so NaN there must not leak into the result.
+TEST(GemmCpuKernels, F32BetaZeroIgnoresNaN) {
+  const std::int64_t m = 5, n = 9, k = 4;
+  std::vector<float> a(m * k, 1.0f), b(k * n, 2.0f), c(m * n, std::nanf(""));
+  GemmProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.a = {a.data(), ElementKind::f32, k, 1, 0};
+  p.b = {b.data(), ElementKind::f32, n, 1, 0};
+  p.c = {c.data(), ElementKind::f32, n, 1, 0};
+  p.alpha = 1.0f, p.beta = 0.0f;
+  flexkit::gemm::gemm_cpu(p);
+  for (float v : c) EXPECT_EQ(v, 8.0f);
+}
+
+TEST(GemmCpuKernels, F32AgainstDouble) {
+  const Pattern patterns[] = {Pattern::row_major, Pattern::col_major, Pattern::stepped,
+                              Pattern::reversed_col_stepped};
+  const std::int64_t sizes[][4] = {
+      {1, 1, 1, 1}, {1, 7, 129, 127}, {2, 127, 1, 7}, {1, 129, 127, 300}, {3, 33, 65, 513}};
+  unsigned seed = 100;
+  for (const auto& sz : sizes) {
+    for (Pattern pa : patterns) {
+      for (Pattern pb : patterns) {
+        const std::int64_t batch = sz[0], m = sz[1], n = sz[2], k = sz[3];
+        const Pattern pc = patterns[seed % 4];
+        const Layout la = make_layout(pa, batch, m, k), lb = make_layout(pb, batch, k, n),
+                     lc = make_layout(pc, batch, m, n);
+        std::mt19937 rng(seed++);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<float> a(la.size), b(lb.size), c0(lc.size);
+        for (auto& x : a) x = u(rng);
+        for (auto& x : b) x = u(rng);
+        for (auto& x : c0) x = u(rng);
+        const float alpha = seed % 2 ? 1.0f : -1.5f, beta = seed % 3 ? 0.0f : 0.25f;
+        GemmProblem p;
+        p.batch = batch, p.m = m, p.n = n, p.k = k;
+        p.a = {a.data() + la.offset, ElementKind::f32, la.rs, la.cs, la.bs};
+        p.b = {b.data() + lb.offset, ElementKind::f32, lb.rs, lb.cs, lb.bs};
+        p.alpha = alpha, p.beta = beta;
+        std::vector<float> first;
+        for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
+          if (isa > gemm_hardware_isa()) continue;
+          std::vector<float> c = c0;
+          p.c = {c.data() + lc.offset, ElementKind::f32, lc.rs, lc.cs, lc.bs};
+          gemm_cpu_with_isa(p, isa);
+          for (std::int64_t bi = 0; bi < batch; ++bi)
+            for (std::int64_t i = 0; i < m; ++i)
+              for (std::int64_t j = 0; j < n; ++j) {
+                double ref = 0, mag = 0;
+                for (std::int64_t kk = 0; kk < k; ++kk) {
+                  const double t = double(a[la.at(bi, i, kk)]) * b[lb.at(bi, kk, j)];
+                  ref += t;
+                  mag += std::fabs(t);
+                }
+                const double old = c0[lc.at(bi, i, j)];
+                ref = alpha * ref + beta * old;
+                mag = std::fabs(alpha) * mag + std::fabs(beta * old);
+                const double tol = (double(k) + 3) * std::ldexp(1.0, -24) * mag + 1e-30;
+                ASSERT_NEAR(c[lc.at(bi, i, j)], ref, tol) << "isa " << int(isa);
+              }
+          // Elements outside the view are untouched.
+          std::vector<bool> viewed(c.size(), false);
+          for (std::int64_t bi = 0; bi < batch; ++bi)
+            for (std::int64_t i = 0; i < m; ++i)
+              for (std::int64_t j = 0; j < n; ++j) viewed[lc.at(bi, i, j)] = true;
+          for (std::size_t idx = 0; idx < c.size(); ++idx)
+            if (!viewed[idx]) {
+              ASSERT_EQ(c[idx], c0[idx]);
+            }
+          // Every instruction set runs the same fma chain: bit-identical f32 results.
+          if (first.empty()) {
+            first = c;
+          } else {
+            EXPECT_EQ(0, std::memcmp(first.data(), c.data(), sizeof(float) * c.size()))
+                << "isa " << int(isa);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
