@@ -64,7 +64,7 @@ bool as_cublas(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64
 }  // namespace
 
 bool cublas_accepts(const GemmProblem& p) {
-  CublasOperand x;
+  CublasOperand x{CUBLAS_OP_N, 0};
   bool c_direct = as_cublas(p.m, p.n, p.c.row_stride, p.c.col_stride, x) && x.op == CUBLAS_OP_N;
   bool c_transposed = as_cublas(p.n, p.m, p.c.col_stride, p.c.row_stride, x) && x.op == CUBLAS_OP_N;
   return (c_direct || c_transposed) && as_cublas(p.m, p.k, p.a.row_stride, p.a.col_stride, x) &&
@@ -79,7 +79,7 @@ void gemm_f32_cuda(const GemmProblem& p, int device, void* stream) {
   // Orientation: X = L·R with X column-major (rows × cols, ldc).
   std::int64_t rows = p.m, cols = p.n;
   MatrixRef left = p.a, right = p.b;
-  CublasOperand c_op;
+  CublasOperand c_op{CUBLAS_OP_N, 0};
   long long ldc = 0;
   if (as_cublas(p.m, p.n, p.c.row_stride, p.c.col_stride, c_op) && c_op.op == CUBLAS_OP_N) {
     ldc = c_op.ld;
@@ -91,7 +91,7 @@ void gemm_f32_cuda(const GemmProblem& p, int device, void* stream) {
     left = {p.b.data, p.b.kind, p.b.col_stride, p.b.row_stride, p.b.batch_stride};
     right = {p.a.data, p.a.kind, p.a.col_stride, p.a.row_stride, p.a.batch_stride};
   }
-  CublasOperand l, r;
+  CublasOperand l{CUBLAS_OP_N, 0}, r{CUBLAS_OP_N, 0};
   if (!as_cublas(rows, p.k, left.row_stride, left.col_stride, l) ||
       !as_cublas(p.k, cols, right.row_stride, right.col_stride, r))
     throw ValueError(
