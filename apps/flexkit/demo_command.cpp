@@ -1,4 +1,5 @@
-// flexkit demo: arrays, views, flex16 and .npy files, on the cpu and on cuda:0 when present.
+// flexkit demo: arrays, views, flex16, matrix products and .npy files, on the cpu and on cuda:0
+// when present.
 #include <cstdio>
 #include <filesystem>
 
@@ -47,6 +48,17 @@ void tour(Device device) {
   Array w = Array::zeros({2, 3}, DType::flex16, device);
   assign(w, v * 0.3, {.iwl_policy = IwlPolicy::exact});
   show("flex16 w = v * 0.3 with the exact exponent policy", w);
+
+  std::printf("== exact matrix products on %s ==\n", device.str().c_str());
+  // SPEC §1's discriminator: summed in float32, 32767² − 32767² + 1 loses the 1.
+  Array da = Array::from_flex16(std::vector<std::int16_t>{32767, -32767, 1}, 15, {1, 3}, device);
+  Array db = Array::from_flex16(std::vector<std::int16_t>{32767, 32767, 1}, 15, {3, 1}, device);
+  show("[32767, -32767, 1] · [32767, 32767, 1]ᵀ in flex16 (float32 accumulation gives 0)",
+       dot(da, db));
+  Array spikes = Array::from_vector(std::vector<std::uint8_t>{1, 0, 1, 1, 1, 0}, {3, 2}, device);
+  Array weights = Array::from_floats(std::vector<float>{0.5f, -0.25f, 1.0f, 0.75f, 0.125f, -1.0f},
+                                     {2, 3}, DType::flex16, device);
+  show("weights (flex16) · spikes (u8)", dot(weights, spikes));
 }
 
 }  // namespace
