@@ -3,8 +3,9 @@
 # A CUDA toolkit (nvcc) is used when present at /usr/local/cuda or on PATH; without one the CPU
 # backend is built alone.
 set -euo pipefail
+# libopenblas-dev: the peer of the CPU matrix-product benchmark (the library does not use it).
 packages=(build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev
-          python3 python3-numpy clang-format)
+          python3 python3-numpy clang-format libopenblas-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
