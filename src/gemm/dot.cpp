@@ -8,11 +8,11 @@
 #include <numeric>
 #include <vector>
 
-#include "core/storage.hpp"
 #include "core/text.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/gemm.hpp"
+#include "gemm/exact_output.hpp"
 #include "gemm/gemm_cpu.hpp"
 #include "gemm/gemm_cuda_calls.hpp"
 
@@ -21,7 +21,6 @@ namespace {
 
 using gemm::ElementKind;
 using gemm::GemmProblem;
-using portable::GemmEpilogue;
 using portable::GemmStats;
 
 const char* const kCombinations =
@@ -41,41 +40,6 @@ ElementKind kind_of(DType dtype) {
     default:
       return ElementKind::u8;
   }
-}
-
-// The lowest and highest element offsets a view reaches, for overlap checks.
-std::pair<std::int64_t, std::int64_t> element_span(const Array& x) {
-  std::int64_t lo = x.offset(), hi = x.offset();
-  for (int i = 0; i < x.rank(); ++i) {
-    std::int64_t reach = (x.dim(i) - 1) * x.strides()[i];
-    (reach < 0 ? lo : hi) += reach;
-  }
-  return {lo, hi};
-}
-
-bool overlaps(const Array& out, const Array& in) {
-  if (!out.shares_storage(in) || out.size() == 0 || in.size() == 0) return false;
-  // Byte ranges, since the two views may have different element sizes.
-  auto [olo, ohi] = element_span(out);
-  auto [ilo, ihi] = element_span(in);
-  std::int64_t os = static_cast<std::int64_t>(itemsize(out.dtype()));
-  std::int64_t is = static_cast<std::int64_t>(itemsize(in.dtype()));
-  return olo * os <= ihi * is + is - 1 && ilo * is <= ohi * os + os - 1;
-}
-
-// True when two different index tuples of `x` can name the same element (a broadcast view, or
-// strides that interleave): sorted by |stride|, each stride must step past everything below it.
-bool self_overlapping(const Array& x) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> axes;  // (|stride|, extent)
-  for (int i = 0; i < x.rank(); ++i)
-    if (x.dim(i) > 1) axes.emplace_back(std::llabs(x.strides()[i]), x.dim(i));
-  std::sort(axes.begin(), axes.end());
-  std::int64_t covered = 1;  // elements spanned by the smaller axes
-  for (auto [stride, extent] : axes) {
-    if (stride < covered) return true;
-    covered = stride * (extent - 1) + covered;
-  }
-  return false;
 }
 
 struct Shapes {
@@ -117,11 +81,11 @@ Shapes check_operands(const Array& a, const Array& b, const Array& out) {
   if (!float_product && !integer_product)
     throw DTypeError(detail::cat("dot: unsupported types ", dtype_name(ta), " × ", dtype_name(tb),
                                  " → ", dtype_name(to), "; supported: ", kCombinations));
-  if (!out.writable() || self_overlapping(out))
+  if (!out.writable() || gemm::self_overlapping(out))
     throw ValueError(detail::cat("dot: out ", out.describe(),
                                  " is a read-only or broadcast view (several of its elements "
                                  "share memory); pass an array that owns each element"));
-  if (overlaps(out, a) || overlaps(out, b))
+  if (gemm::overlaps(out, a) || gemm::overlaps(out, b))
     throw ValueError(detail::cat("dot: out overlaps an input (", operands_text(a, b, out),
                                  "); the product would read what it writes — pass a separate "
                                  "output array"));
@@ -159,27 +123,6 @@ void transpose_problem(GemmProblem& p) {
   std::swap(p.c.row_stride, p.c.col_stride);
 }
 
-int operand_iwl(const Array& x) {
-  return x.dtype() == DType::u8 ? 15 : x.iwl();  // a byte counts as a mantissa at iwl 15
-}
-
-GemmEpilogue make_epilogue(const Array& a, const Array& b, const Array& out, int out_iwl,
-                           const DotOptions& o) {
-  GemmEpilogue e{};
-  bool flex_out = out.dtype() == DType::flex16;
-  int iwl_ab = operand_iwl(a) + operand_iwl(b);
-  e.out_kind = flex_out ? portable::GemmOutKind::flex16 : portable::GemmOutKind::f32;
-  e.integer_only = flex_out && o.alpha == 1.0 && o.beta == 0.0;
-  e.scale = 15 + out_iwl - iwl_ab;
-  e.alpha = o.alpha;
-  e.beta = o.beta;
-  e.acc_unit = portable::pow2d(iwl_ab - 30);
-  e.old_unit = flex_out ? portable::pow2d(out.iwl() - 15) : 1.0;
-  e.out_inv_unit = portable::pow2d(15 - out_iwl);
-  e.reads_old = o.beta != 0.0;
-  return e;
-}
-
 GemmStats run_problem(const GemmProblem& p, Device device) {
   if (device.is_cpu()) return gemm::gemm_cpu(p);
   void* stream = cuda::current_stream(device.index);
@@ -188,33 +131,6 @@ GemmStats run_problem(const GemmProblem& p, Device device) {
     return portable::gemm_stats_identity();
   }
   return gemm::gemm_integer_cuda_sync(p, device.index, stream);
-}
-
-// The smallest iwl at which the measured range stores without saturating (0 when every value
-// is 0, as flex16_choose_iwl does).
-int exact_iwl(const GemmStats& s, const Array& a, const Array& b, const Array& out,
-              const DotOptions& o) {
-  for (int iwl = kFlex16MinIwl; iwl <= kFlex16MaxIwl; ++iwl) {
-    GemmEpilogue e = make_epilogue(a, b, out, iwl, o);
-    bool fits;
-    if (e.integer_only) {
-      if (s.acc_max == 0 && s.acc_min == 0) return 0;
-      fits = !portable::gemm_round_shift(s.acc_max, e.scale).saturated &&
-             !portable::gemm_round_shift(s.acc_min, e.scale).saturated;
-    } else {
-      double hi = portable::gemm_from_order_key(s.value_max_key);
-      double lo = portable::gemm_from_order_key(s.value_min_key);
-      if (hi == 0.0 && lo == 0.0) return 0;
-      auto saturates = [&](double v) {
-        return portable::saturate_rounded(
-                   portable::round_half_even(portable::gemm_mul_rn(v, e.out_inv_unit)))
-            .saturated;
-      };
-      fits = !saturates(hi) && !saturates(lo);
-    }
-    if (fits) return iwl;
-  }
-  return kFlex16MaxIwl;
 }
 
 // cuBLAS needs one unit stride per matrix: other f32 views go through contiguous copies (the
@@ -270,20 +186,17 @@ void dot(const Array& a, const Array& b, const Array& out, const DotOptions& opt
   }
   if (a.dtype() == DType::u8) transpose_problem(p);
 
+  const gemm::ExactOutput exact = gemm::exact_output(a, b, out, options.alpha, options.beta);
   int out_iwl = flex_out ? (options.iwl ? *options.iwl : out.iwl()) : 0;
   if (flex_out && options.iwl_policy == IwlPolicy::exact) {
-    p.epilogue = make_epilogue(a, b, out, out_iwl, options);
+    p.epilogue = gemm::make_epilogue(exact, out_iwl);
     p.mode = gemm::EpilogueMode::measure;
-    out_iwl = exact_iwl(run_problem(p, out.device()), a, b, out, options);
+    out_iwl = gemm::exact_iwl(run_problem(p, out.device()), exact);
   }
-  p.epilogue = make_epilogue(a, b, out, out_iwl, options);
+  p.epilogue = gemm::make_epilogue(exact, out_iwl);
   p.mode = gemm::EpilogueMode::store;
   GemmStats stats = run_problem(p, out.device());
-  if (flex_out) {
-    detail::Storage& storage = ArrayAccess::storage(out);
-    storage.iwl = out_iwl;
-    storage.stats = {stats.max_abs_m, stats.saturated, 0};
-  }
+  if (flex_out) gemm::record_flex16_result(out, out_iwl, stats);
 }
 
 Array dot(const Array& a, const Array& b, std::optional<DType> out_dtype) {

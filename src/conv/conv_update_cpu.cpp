@@ -1,0 +1,219 @@
+// CPU update (the filter gradient): gradF[(c,t,r,s), k] = Σ_{n, positions} Iup[…] · E[k, …].
+// The reduction runs over the batch and every output position, so it is not lowered at once:
+// each work unit (a range of filter rows × a slice of positions) lowers a bounded chunk of the
+// input at a time and feeds it, with the matching columns of E, to the GEMM microkernels, which
+// add into the unit's own int64 (f32) accumulators. Integer slices are then summed exactly, so
+// the result does not depend on how the work was cut; f32 work is cut by rows only, so every
+// element sees one summation order whatever the thread count.
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/gemm/gemm_kernels.hpp"
+#include "backend/cpu/gemm/gemm_pack.hpp"
+#include "backend/cpu/thread_pool.hpp"
+#include "conv/conv_cpu.hpp"
+#include "conv/conv_lower.hpp"
+
+namespace flexkit::conv {
+namespace {
+
+namespace gd = backend::cpu::gemm_detail;
+using gemm::ElementKind;
+using portable::GemmStats;
+
+// k values per microkernel call: the most an integer call may sum exactly in int32.
+constexpr std::int64_t kChunk = 2 * gd::kMaxIntPairs;
+// Columns (positions × N) lowered at once.
+constexpr std::int64_t kLoweredColumns = 4 * kChunk;
+// Widest range of filter rows one unit owns.
+constexpr std::int64_t kMaxUnitRows = 256;
+// Below this many multiply-adds the threads cost more than they save.
+constexpr double kSerialMacs = 1 << 18;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+std::int64_t round_up(std::int64_t a, std::int64_t b) {
+  return ceil_div(a, b) * b;
+}
+
+// How the filter rows and the positions are cut into units.
+struct Split {
+  std::int64_t unit_rows = 0, row_units = 0, slices = 1;
+  std::int64_t units() const { return row_units * slices; }
+};
+
+Split make_split(const Geometry& g, int nr, bool integer) {
+  const std::int64_t rows = g.C * g.taps();
+  const std::int64_t want = 2 * static_cast<std::int64_t>(backend::cpu::worker_count());
+  Split s;
+  s.unit_rows = std::clamp(round_up(ceil_div(rows, want), nr), std::int64_t{nr},
+                           round_up(std::min(rows, kMaxUnitRows), nr));
+  s.row_units = ceil_div(rows, s.unit_rows);
+  if (integer) {  // exact sums: position slices may be added in any order
+    const std::int64_t columns = g.out_positions() * g.N;
+    s.slices = std::clamp<std::int64_t>(ceil_div(want, s.row_units), 1,
+                                        std::max<std::int64_t>(1, columns / kLoweredColumns));
+  }
+  return s;
+}
+
+// TA: E's elements and the packed A (int16 or float); TI: the input's (int16, uint8 or float);
+// Acc: the accumulator (int64 or float).
+template <typename TA, typename TI, typename Acc>
+struct UpdateKernel {
+  static constexpr bool kInteger = std::is_same_v<Acc, std::int64_t>;
+  int mr, nr, planes;
+  void (*fn)(std::int64_t, const TA*, const TA*, Acc*, std::int64_t, bool);
+};
+
+// One worker's scratch, sized for the widest unit.
+template <typename TA, typename TI>
+struct UnitScratch {
+  std::vector<TI> lowered;
+  std::vector<TA> a_pack, b_pack;
+};
+
+// Adds one unit's products into acc (round_up(K, mr) × ld, zeroed by the caller).
+template <typename TA, typename TI, typename Acc>
+void run_unit(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& kr, std::int64_t r0,
+              std::int64_t r1, std::int64_t pos0, std::int64_t pos1, Acc* acc, std::int64_t ld,
+              UnitScratch<TA, TI>& s) {
+  const Geometry& g = pr.g;
+  const std::int64_t N = g.N, K = g.K, rows = r1 - r0;
+  const std::int64_t per_chunk = std::max<std::int64_t>(1, kLoweredColumns / N);
+  s.lowered.resize(static_cast<std::size_t>(rows * std::min(per_chunk, pos1 - pos0) * N));
+  s.a_pack.resize(static_cast<std::size_t>(round_up(K, kr.mr) * kChunk));
+  s.b_pack.resize(static_cast<std::size_t>(round_up(rows, kr.nr) * kChunk * kr.planes));
+  const TA* e = operand_data<TA>(pr.y);
+  const std::int64_t sk = pr.y.stride[0], sj = pr.y.stride[4];
+  for (std::int64_t p0 = pos0; p0 < pos1; p0 += per_chunk) {
+    const std::int64_t p1 = std::min(pos1, p0 + per_chunk), cols = (p1 - p0) * N;
+    lower_input<TI>(g, pr.x, r0, r1, p0, p1, s.lowered.data(), cols);
+    for (std::int64_t k0 = 0; k0 < cols; k0 += kChunk) {
+      const std::int64_t kv = std::min(kChunk, cols - k0);
+      const TA* e_block = e + (p0 * N + k0) * sj;
+      const TI* b_block = s.lowered.data() + k0;
+      std::int64_t a_panel, b_panel, depth;
+      if constexpr (UpdateKernel<TA, TI, Acc>::kInteger) {
+        depth = (kv + 1) / 2;  // k pairs
+        gd::pack_a_int({e_block, sk, sj}, K, kv, kr.mr, s.a_pack.data());
+        gd::pack_b_int(gd::StridedBlock<TI>{b_block, 1, cols}, kv, rows, kr.nr, s.b_pack.data());
+        a_panel = depth * kr.mr * 2;
+        b_panel = depth * kr.planes * kr.nr * 2;
+      } else {
+        depth = kv;
+        gd::pack_a_f32({e_block, sk, sj}, K, kv, kr.mr, s.a_pack.data());
+        gd::pack_b_f32({b_block, 1, cols}, kv, rows, kr.nr, s.b_pack.data());
+        a_panel = kv * kr.mr;
+        b_panel = kv * kr.nr;
+      }
+      for (std::int64_t jj = 0; jj < rows; jj += kr.nr)
+        for (std::int64_t ii = 0; ii < K; ii += kr.mr)
+          kr.fn(depth, s.a_pack.data() + (ii / kr.mr) * a_panel,
+                s.b_pack.data() + (jj / kr.nr) * b_panel, acc + ii * ld + jj, ld, true);
+    }
+  }
+}
+
+// Writes (or measures) gradF from the K × rows accumulators through the portable epilogue.
+template <typename Acc>
+GemmStats finish(const ConvProblem& pr, const Acc* acc, std::int64_t rows) {
+  GemmStats stats = portable::gemm_stats_identity();
+  const portable::GemmEpilogue& e = pr.epilogue;
+  const gemm::OutputRef& c = pr.out;
+  const bool store = pr.mode == gemm::EpilogueMode::store;
+  for (std::int64_t k = 0; k < pr.g.K; ++k) {
+    for (std::int64_t row = 0; row < rows; ++row) {
+      const Acc a = acc[k * rows + row];
+      const std::int64_t at = row * c.row_stride + k * c.col_stride;
+      if constexpr (std::is_same_v<Acc, float>) {
+        float* o = static_cast<float*>(c.data) + at;
+        *o = pr.beta == 0.0f ? pr.alpha * a : pr.alpha * a + pr.beta * *o;
+      } else if (c.kind == ElementKind::flex16) {
+        std::int16_t* o = static_cast<std::int16_t*>(c.data) + at;
+        const std::int16_t old = e.reads_old ? *o : std::int16_t{0};
+        if (store) {
+          const portable::Flex16Code code = portable::gemm_flex16_result(e, a, old);
+          *o = code.m;
+          portable::gemm_stats_store(stats, code);
+        } else {
+          portable::gemm_stats_measure(stats, e, a, old);
+        }
+      } else if (store) {  // f32 output of an integer product (never measured)
+        float* o = static_cast<float*>(c.data) + at;
+        *o = portable::gemm_f32_result(e, a, e.reads_old ? *o : 0.0f);
+      }
+    }
+  }
+  return stats;
+}
+
+template <typename TA, typename TI, typename Acc>
+GemmStats update_typed(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& kr) {
+  const Geometry& g = pr.g;
+  const std::int64_t rows = g.C * g.taps(), positions = g.out_positions();
+  const Split split = make_split(g, kr.nr, UpdateKernel<TA, TI, Acc>::kInteger);
+  const std::int64_t acc_rows = round_up(g.K, kr.mr), ld = split.unit_rows;
+  std::vector<std::vector<Acc>> unit_acc(static_cast<std::size_t>(split.units()));
+  const double macs = static_cast<double>(rows) * static_cast<double>(g.K) *
+                      static_cast<double>(positions) * static_cast<double>(g.N);
+  const std::int64_t units = split.units();
+  backend::cpu::parallel_for(
+      units, macs < kSerialMacs ? units : 1, [&](std::int64_t begin, std::int64_t end) {
+        UnitScratch<TA, TI> scratch;
+        for (std::int64_t u = begin; u < end; ++u) {
+          const std::int64_t ru = u / split.slices, slice = u % split.slices;
+          const std::int64_t r0 = ru * split.unit_rows, r1 = std::min(rows, r0 + split.unit_rows);
+          const std::int64_t pos0 = positions * slice / split.slices,
+                             pos1 = positions * (slice + 1) / split.slices;
+          auto& acc = unit_acc[static_cast<std::size_t>(u)];
+          acc.assign(static_cast<std::size_t>(acc_rows * ld), Acc{});
+          if (pos1 > pos0) run_unit(pr, kr, r0, r1, pos0, pos1, acc.data(), ld, scratch);
+        }
+      });
+  // The units' accumulators into one K × rows matrix (integer sums: exact in any order).
+  std::vector<Acc> total(static_cast<std::size_t>(g.K * rows), Acc{});
+  for (std::int64_t u = 0; u < units; ++u) {
+    const std::int64_t r0 = (u / split.slices) * split.unit_rows;
+    const std::int64_t r1 = std::min(rows, r0 + split.unit_rows);
+    const Acc* acc = unit_acc[static_cast<std::size_t>(u)].data();
+    for (std::int64_t k = 0; k < g.K; ++k)
+      for (std::int64_t r = r0; r < r1; ++r) total[k * rows + r] += acc[k * ld + (r - r0)];
+  }
+  return finish(pr, total.data(), rows);
+}
+
+}  // namespace
+
+GemmStats update_cpu(const ConvProblem& pr) {
+  const gd::KernelSet ks = gd::kernels_for(gd::gemm_isa());
+  if (pr.x.kind == ElementKind::f32) {
+    const UpdateKernel<float, float, float> kr{ks.f32.mr, ks.f32.nr, 1, ks.f32.fn};
+    return update_typed(pr, kr);
+  }
+  if (pr.x.kind == ElementKind::u8) {
+    const UpdateKernel<std::int16_t, std::uint8_t, std::int64_t> kr{ks.u8.mr, ks.u8.nr,
+                                                                    ks.u8.planes, ks.u8.fn};
+    return update_typed(pr, kr);
+  }
+  const UpdateKernel<std::int16_t, std::int16_t, std::int64_t> kr{ks.flex16.mr, ks.flex16.nr,
+                                                                  ks.flex16.planes, ks.flex16.fn};
+  return update_typed(pr, kr);
+}
+
+std::size_t update_workspace_bytes(const Geometry& g, std::size_t element_bytes) {
+  // Accumulators (8 bytes each: int64, or f32 rounded up) for every slice plus the total, and
+  // one worker's lowered chunk.
+  const std::int64_t rows = g.C * g.taps();
+  const Split split = make_split(g, 1, element_bytes != 4);
+  const std::int64_t accumulators = (split.slices + 1) * g.K * rows * 8;
+  const std::int64_t lowered = std::min(rows, kMaxUnitRows) *
+                               std::max<std::int64_t>(kLoweredColumns, g.N) *
+                               static_cast<std::int64_t>(element_bytes);
+  return static_cast<std::size_t>(accumulators + lowered);
+}
+
+}  // namespace flexkit::conv

@@ -1,0 +1,112 @@
+// Host-side helpers shared by the exact products; see exact_output.hpp.
+#include "gemm/exact_output.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "core/storage.hpp"
+#include "flexkit/flex16.hpp"
+
+namespace flexkit::gemm {
+namespace {
+
+using portable::GemmEpilogue;
+
+// The lowest and highest element offsets a view reaches, for overlap checks.
+std::pair<std::int64_t, std::int64_t> element_span(const Array& x) {
+  std::int64_t lo = x.offset(), hi = x.offset();
+  for (int i = 0; i < x.rank(); ++i) {
+    std::int64_t reach = (x.dim(i) - 1) * x.strides()[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo, hi};
+}
+
+}  // namespace
+
+int operand_iwl(const Array& x) {
+  return x.dtype() == DType::u8 ? 15 : x.iwl();
+}
+
+ExactOutput exact_output(const Array& a, const Array& b, const Array& out, double alpha,
+                         double beta) {
+  ExactOutput o;
+  o.iwl_ab = operand_iwl(a) + operand_iwl(b);
+  o.flex_out = out.dtype() == DType::flex16;
+  o.old_iwl = o.flex_out ? out.iwl() : 0;
+  o.alpha = alpha;
+  o.beta = beta;
+  return o;
+}
+
+GemmEpilogue make_epilogue(const ExactOutput& o, int out_iwl) {
+  GemmEpilogue e{};
+  e.out_kind = o.flex_out ? portable::GemmOutKind::flex16 : portable::GemmOutKind::f32;
+  e.integer_only = o.flex_out && o.alpha == 1.0 && o.beta == 0.0;
+  e.scale = 15 + out_iwl - o.iwl_ab;
+  e.alpha = o.alpha;
+  e.beta = o.beta;
+  e.acc_unit = portable::pow2d(o.iwl_ab - 30);
+  e.old_unit = o.flex_out ? portable::pow2d(o.old_iwl - 15) : 1.0;
+  e.out_inv_unit = portable::pow2d(15 - out_iwl);
+  e.reads_old = o.beta != 0.0;
+  return e;
+}
+
+int exact_iwl(const portable::GemmStats& s, const ExactOutput& o) {
+  for (int iwl = kFlex16MinIwl; iwl <= kFlex16MaxIwl; ++iwl) {
+    GemmEpilogue e = make_epilogue(o, iwl);
+    bool fits;
+    if (e.integer_only) {
+      if (s.acc_max == 0 && s.acc_min == 0) return 0;
+      fits = !portable::gemm_round_shift(s.acc_max, e.scale).saturated &&
+             !portable::gemm_round_shift(s.acc_min, e.scale).saturated;
+    } else {
+      double hi = portable::gemm_from_order_key(s.value_max_key);
+      double lo = portable::gemm_from_order_key(s.value_min_key);
+      if (hi == 0.0 && lo == 0.0) return 0;
+      auto saturates = [&](double v) {
+        return portable::saturate_rounded(
+                   portable::round_half_even(portable::gemm_mul_rn(v, e.out_inv_unit)))
+            .saturated;
+      };
+      fits = !saturates(hi) && !saturates(lo);
+    }
+    if (fits) return iwl;
+  }
+  return kFlex16MaxIwl;
+}
+
+void record_flex16_result(const Array& out, int out_iwl, const portable::GemmStats& stats) {
+  detail::Storage& storage = ArrayAccess::storage(out);
+  storage.iwl = out_iwl;
+  storage.stats = {stats.max_abs_m, stats.saturated, 0};
+}
+
+bool overlaps(const Array& out, const Array& in) {
+  if (!out.shares_storage(in) || out.size() == 0 || in.size() == 0) return false;
+  // Byte ranges, since the two views may have different element sizes.
+  auto [olo, ohi] = element_span(out);
+  auto [ilo, ihi] = element_span(in);
+  std::int64_t os = static_cast<std::int64_t>(itemsize(out.dtype()));
+  std::int64_t is = static_cast<std::int64_t>(itemsize(in.dtype()));
+  return olo * os <= ihi * is + is - 1 && ilo * is <= ohi * os + os - 1;
+}
+
+bool self_overlapping(const Array& x) {
+  // Sorted by |stride|, each stride must step past everything the smaller axes span.
+  std::vector<std::pair<std::int64_t, std::int64_t>> axes;  // (|stride|, extent)
+  for (int i = 0; i < x.rank(); ++i)
+    if (x.dim(i) > 1) axes.emplace_back(std::llabs(x.strides()[i]), x.dim(i));
+  std::sort(axes.begin(), axes.end());
+  std::int64_t covered = 1;  // elements spanned by the smaller axes
+  for (auto [stride, extent] : axes) {
+    if (stride < covered) return true;
+    covered = stride * (extent - 1) + covered;
+  }
+  return false;
+}
+
+}  // namespace flexkit::gemm
