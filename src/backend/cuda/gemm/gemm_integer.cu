@@ -2,7 +2,16 @@
 // cache, the simple kernel (any arch, any strides), the split-K finish kernel, and the choice of
 // the sm_90a wgmma kernel (gemm_wgmma.cuh) when the device and the operands' layout allow it.
 //
-// Debugging: FLEXKIT_GEMM_KERNEL=simple forces the simple kernel for every call.
+// Kernels: "ss" (sm_90a, the default: both operands through shared memory, any unit-stride layout,
+// raw tiles streamed by a deep cp.async ring, gemm_wgmma_deep_kernel), "ss-reg" (the same with
+// register-staged loads one stage ahead, gemm_wgmma_kernel), "rs" (sm_90a, A k-contiguous, its
+// wgmma fragments in registers, both operands through the deep raw ring, gemm_wgmma_rs.cu),
+// "rs-reg" (the same with register-staged global loads), "simple" (any arch, any strides).
+// FLEXKIT_GEMM_KERNEL=simple|ss|ss-reg|rs|rs-reg forces one where it applies (a forced kernel that
+// does not apply falls back to the best that does; FLEXKIT_GEMM_LOG=1 says which).
+// FLEXKIT_GEMM_STAGES=n sets the depth of the deep kernels' raw ring (default and cap: what fits
+// in shared memory: ss 4 for a flex16 B, 6 for a u8 B (5 with the wide tile); rs 6 and 8; floor:
+// ss 2, rs 3). FLEXKIT_GEMM_TILE_N=192 gives "ss" a 128 × 192 tile for a u8 B (default 128).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
@@ -112,12 +122,17 @@ __global__ void __launch_bounds__(kFinishThreads)
   commit_block_stats(stats, p.stats);
 }
 
-enum class KernelKind : uint8_t { simple, wgmma };
+enum class KernelKind : uint8_t { simple, ss_reg, ss, rs_reg, rs };
+// What FLEXKIT_GEMM_KERNEL asks for.
+enum class KernelChoice : uint8_t { automatic, simple, ss, ss_reg, rs, rs_reg };
 
 struct PlanKey {
   int device;
   bool b_is_u8, out_is_f32, measure;
-  bool force_simple;
+  KernelChoice forced;
+  int stages;        // FLEXKIT_GEMM_STAGES, 0 when unset
+  int tile_n;        // FLEXKIT_GEMM_TILE_N, 0 when unset
+  bool transposed;   // A m-contiguous, B k-contiguous: run as Cᵀ = Bᵀ·Aᵀ (log only)
   bool layout_fast;  // both operands have a unit stride and 16-byte aligned rows
   bool a_k_contig, b_k_contig;
   int64_t batch, m, n, k;
@@ -130,6 +145,7 @@ struct Plan {
   int64_t tiles_m = 0, tiles_n = 0;
   int32_t splits = 1;
   int64_t k_chunk = 0;
+  int32_t raw_stages = 0;  // the deep kernel's raw ring
   std::size_t workspace_bytes = 0;
   unsigned finish_blocks = 0;
 };
@@ -167,14 +183,38 @@ OperandView normalised(OperandView v, int64_t rows, int64_t k, int64_t batch) {
   return v;
 }
 
-bool force_simple_from_env() {
+KernelChoice kernel_choice_from_env() {
   const char* value = std::getenv("FLEXKIT_GEMM_KERNEL");
-  if (value == nullptr || *value == '\0') return false;
+  if (value == nullptr || *value == '\0') return KernelChoice::automatic;
   const std::string_view v(value);
-  if (v == "simple") return true;
-  if (v == "auto" || v == "wgmma") return false;
+  if (v == "simple") return KernelChoice::simple;
+  if (v == "ss") return KernelChoice::ss;
+  if (v == "ss-reg") return KernelChoice::ss_reg;
+  if (v == "rs") return KernelChoice::rs;
+  if (v == "rs-reg") return KernelChoice::rs_reg;
+  if (v == "auto" || v == "wgmma") return KernelChoice::automatic;
   throw ValueError("FLEXKIT_GEMM_KERNEL='" + std::string(v) +
-                   "': expected 'simple', 'wgmma' or 'auto'");
+                   "': expected 'simple', 'ss', 'ss-reg', 'rs', 'rs-reg', 'wgmma' or "
+                   "'auto'");
+}
+
+int tile_n_from_env() {
+  const char* value = std::getenv("FLEXKIT_GEMM_TILE_N");
+  if (value == nullptr || *value == '\0') return 0;
+  const std::string_view v(value);
+  if (v == "128") return kWgmmaTileN;
+  if (v == "192") return kWgmmaWideTileN;
+  throw ValueError("FLEXKIT_GEMM_TILE_N='" + std::string(v) + "': expected 128 or 192");
+}
+
+int stages_from_env() {
+  const char* value = std::getenv("FLEXKIT_GEMM_STAGES");
+  if (value == nullptr || *value == '\0') return 0;
+  char* end = nullptr;
+  const long stages = std::strtol(value, &end, 10);
+  if (*end != '\0' || stages < 2 || stages > 16)
+    throw ValueError("FLEXKIT_GEMM_STAGES='" + std::string(value) + "': expected 2 to 16");
+  return static_cast<int>(stages);
 }
 
 bool device_is_sm90(int device) {
@@ -194,10 +234,14 @@ bool device_is_sm90(int device) {
 Plan make_plan(const PlanKey& key) {
   Plan plan;
   const int sms = multiprocessors(key.device);
-  if (!key.force_simple && key.layout_fast && device_is_sm90(key.device)) {
-    const WgmmaVariant variant{key.b_is_u8, key.a_k_contig, key.b_k_contig};
+  if (key.forced != KernelChoice::simple && key.layout_fast && device_is_sm90(key.device)) {
+    // The wide tile: a u8 B in the deep shared-memory kernel, when asked for.
+    const bool wide = key.b_is_u8 && key.tile_n == kWgmmaWideTileN &&
+                      (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss);
+    WgmmaVariant variant{key.b_is_u8, key.a_k_contig, key.b_k_contig, false,
+                         wide ? kWgmmaWideTileN : kWgmmaTileN};
     const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
-    const int64_t tiles_n = ceil_div(key.n, kWgmmaTileN);
+    const int64_t tiles_n = ceil_div(key.n, variant.tile_n);
     // Split K when one CTA's range would break the int32 exactness bound, and when too few
     // tiles would leave multiprocessors idle (each split still gets ≥ 16 stages of work).
     int64_t splits = ceil_div(key.k, kWgmmaMaxChunkK);
@@ -209,13 +253,31 @@ Plan make_plan(const PlanKey& key) {
     }
     const int64_t k_chunk = ceil_div(ceil_div(key.k, splits), kWgmmaStageK) * kWgmmaStageK;
     splits = ceil_div(key.k, k_chunk);
-    if (tiles_m * tiles_n <= INT32_MAX && splits <= 65535 && prepare_wgmma(variant)) {
-      plan.kind = KernelKind::wgmma;
+    // The register-A kernels need a k-contiguous A and run only when asked for; "ss-reg" asks
+    // for the register-staged shared-memory kernel; everything else gets the deep one.
+    const bool try_rs = !wide && key.a_k_contig &&
+                        (key.forced == KernelChoice::rs || key.forced == KernelChoice::rs_reg);
+    const bool rs_deep = key.forced == KernelChoice::rs;
+    KernelKind kind = KernelKind::simple;
+    if (tiles_m * tiles_n <= INT32_MAX && splits <= 65535) {
+      variant.deep = key.forced != KernelChoice::ss_reg;
+      if (try_rs && prepare_wgmma_rs(key.b_is_u8, key.b_k_contig, rs_deep)) {
+        kind = rs_deep ? KernelKind::rs : KernelKind::rs_reg;
+      } else if (prepare_wgmma(variant)) {
+        kind = variant.deep ? KernelKind::ss : KernelKind::ss_reg;
+      }
+    }
+    if (kind != KernelKind::simple) {
+      plan.kind = kind;
       plan.variant = variant;
       plan.tiles_m = tiles_m;
       plan.tiles_n = tiles_n;
       plan.splits = static_cast<int32_t>(splits);
       plan.k_chunk = k_chunk;
+      const int most = kind == KernelKind::rs ? wgmma_rs_max_raw_stages(key.b_is_u8)
+                                              : wgmma_max_raw_stages(key.b_is_u8, variant.tile_n);
+      const int least = kind == KernelKind::rs ? 3 : 2;
+      plan.raw_stages = key.stages == 0 ? most : std::clamp(key.stages, least, most);
       if (splits > 1) {
         const int64_t outputs = key.batch * key.m * key.n;
         plan.workspace_bytes = static_cast<std::size_t>(outputs) * sizeof(int64_t);
@@ -246,17 +308,28 @@ void log_plan(const PlanKey& key, const Plan& plan) {
       key.device, static_cast<long long>(key.batch), static_cast<long long>(key.m),
       static_cast<long long>(key.n), static_cast<long long>(key.k), key.b_is_u8 ? "u8" : "flex16",
       key.out_is_f32 ? "f32" : "flex16", key.measure ? "measure" : "store",
-      plan.kind == KernelKind::wgmma ? "wgmma" : "simple");
-  if (plan.kind == KernelKind::wgmma)
-    std::fprintf(stderr, " (A %s, B %s, splits %d, k_chunk %lld, workspace %zu B)",
+      plan.kind == KernelKind::rs       ? "wgmma-rs (deep raw ring)"
+      : plan.kind == KernelKind::rs_reg ? "wgmma-rs-reg"
+      : plan.kind == KernelKind::ss     ? "wgmma-ss (deep raw ring)"
+      : plan.kind == KernelKind::ss_reg ? "wgmma-ss-reg"
+                                        : "simple");
+  if (plan.kind != KernelKind::simple)
+    std::fprintf(stderr, " (A %s, B %s, splits %d, k_chunk %lld, workspace %zu B",
                  plan.variant.a_k_contig ? "k-contiguous" : "m-contiguous",
                  plan.variant.b_k_contig ? "k-contiguous" : "n-contiguous", plan.splits,
                  static_cast<long long>(plan.k_chunk), plan.workspace_bytes);
-  else
+  if (plan.kind == KernelKind::ss || plan.kind == KernelKind::rs)
+    std::fprintf(stderr, ", raw stages %d", plan.raw_stages);
+  if (plan.kind == KernelKind::ss) std::fprintf(stderr, ", tile 128x%d", plan.variant.tile_n);
+  if (plan.kind != KernelKind::simple) std::fprintf(stderr, ")");
+  if (key.transposed) std::fprintf(stderr, " (run transposed: C^T = B^T A^T)");
+  // Why the simple kernel ran; the wgmma kernels need no excuse.
+  if (plan.kind == KernelKind::simple)
     std::fprintf(stderr, " (%s)",
-                 key.force_simple   ? "forced by FLEXKIT_GEMM_KERNEL"
+                 key.forced == KernelChoice::simple ? "forced by FLEXKIT_GEMM_KERNEL"
                  : !key.layout_fast ? "operand layout: no unit stride or unaligned rows"
-                                    : "device is not sm_90 or has no sm_90a image");
+                                    : "device is not sm_90, has no sm_90a image, or the grid is "
+                                      "too large");
   std::fprintf(stderr, "\n");
 }
 
@@ -310,43 +383,62 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
   const bool b_is_u8 = problem.b.kind == ElementKind::u8;
 
   // B is seen transposed (n × k) so that both operands are "rows × k" to the kernels.
-  const gk::OperandView a{problem.a.data, problem.a.row_stride, problem.a.col_stride,
-                          problem.a.batch_stride};
-  const gk::OperandView b{problem.b.data, problem.b.col_stride, problem.b.row_stride,
-                          problem.b.batch_stride};
-  const gk::OperandLayout a_layout = gk::classify(a, problem.m, problem.k, problem.batch, 2);
-  const gk::OperandLayout b_layout =
-      gk::classify(b, problem.n, problem.k, problem.batch, b_is_u8 ? 1 : 2);
+  gk::OperandView a{problem.a.data, problem.a.row_stride, problem.a.col_stride,
+                    problem.a.batch_stride};
+  gk::OperandView b{problem.b.data, problem.b.col_stride, problem.b.row_stride,
+                    problem.b.batch_stride};
+  int64_t m = problem.m, n = problem.n;
+  gk::OutputView c{problem.c.data, problem.c.row_stride, problem.c.col_stride,
+                   problem.batch == 1 ? 0 : problem.c.batch_stride};
+  gk::OperandLayout a_layout = gk::classify(a, m, problem.k, problem.batch, 2);
+  gk::OperandLayout b_layout = gk::classify(b, n, problem.k, problem.batch, b_is_u8 ? 1 : 2);
+  const gk::KernelChoice forced = gk::kernel_choice_from_env();
+
+  // The register-A kernel needs a k-contiguous A. When only B is k-contiguous (tt) and both are
+  // int16, compute Cᵀ = Bᵀ·Aᵀ instead: the operands swap roles (each already "rows × k") and C's
+  // strides swap. The epilogue depends only on iwl_a + iwl_b, so the result is the same bits.
+  const bool transposed = (forced == gk::KernelChoice::rs || forced == gk::KernelChoice::rs_reg) &&
+                          !b_is_u8 && a_layout.fast && !a_layout.k_contig && b_layout.fast &&
+                          b_layout.k_contig;
+  if (transposed) {
+    std::swap(a, b);
+    std::swap(a_layout, b_layout);
+    std::swap(m, n);
+    std::swap(c.row_stride, c.col_stride);
+  }
 
   gk::PlanKey key{};
   key.device = device;
   key.b_is_u8 = b_is_u8;
   key.out_is_f32 = problem.epilogue.out_kind == portable::GemmOutKind::f32;
   key.measure = problem.mode == EpilogueMode::measure;
-  key.force_simple = gk::force_simple_from_env();
+  key.forced = forced;
+  key.stages = gk::stages_from_env();
+  key.tile_n = gk::tile_n_from_env();
+  key.transposed = transposed;
   key.layout_fast = a_layout.fast && b_layout.fast;
   key.a_k_contig = key.layout_fast && a_layout.k_contig;
   key.b_k_contig = key.layout_fast && b_layout.k_contig;
   key.batch = problem.batch;
-  key.m = problem.m;
-  key.n = problem.n;
+  key.m = m;
+  key.n = n;
   key.k = problem.k;
   const gk::Plan& plan = gk::plan_for(key);
 
   gk::IntegerGemmArgs args{};
-  args.m = problem.m;
-  args.n = problem.n;
+  args.m = m;
+  args.n = n;
   args.k = problem.k;
-  args.a = gk::normalised(a, problem.m, problem.k, problem.batch);
-  args.b = gk::normalised(b, problem.n, problem.k, problem.batch);
-  args.c = {problem.c.data, problem.c.row_stride, problem.c.col_stride,
-            problem.batch == 1 ? 0 : problem.c.batch_stride};
+  args.a = gk::normalised(a, m, problem.k, problem.batch);
+  args.b = gk::normalised(b, n, problem.k, problem.batch);
+  args.c = c;
   args.epilogue = problem.epilogue;
   args.b_is_u8 = b_is_u8;
   args.out_is_f32 = key.out_is_f32;
   args.measure = key.measure;
   args.splits = plan.splits;
   args.k_chunk = plan.k_chunk;
+  args.raw_stages = plan.raw_stages;
   args.tiles_m = static_cast<int32_t>(plan.tiles_m);
   args.tiles_n = static_cast<int32_t>(plan.tiles_n);
   args.stats = device_stats;
@@ -378,11 +470,16 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
     args.batch_offset = b0;
     const dim3 grid(tiles, static_cast<unsigned>(plan.splits),
                     static_cast<unsigned>(std::min(gk::kMaxGridZ, problem.batch - b0)));
-    gk::launch_wgmma(plan.variant, grid, args, cuda_stream);
+    if (plan.kind == gk::KernelKind::rs || plan.kind == gk::KernelKind::rs_reg) {
+      gk::launch_wgmma_rs(plan.variant.b_is_u8, plan.variant.b_k_contig,
+                          plan.kind == gk::KernelKind::rs, grid, args, cuda_stream);
+    } else {
+      gk::launch_wgmma(plan.variant, grid, args, cuda_stream);
+    }
   }
   if (plan.splits > 1) {
     args.batch_offset = 0;
-    const int64_t total = problem.batch * problem.m * problem.n;
+    const int64_t total = problem.batch * m * n;
     gk::gemm_finish_splits_kernel<<<plan.finish_blocks, gk::kFinishThreads, 0, cuda_stream>>>(
         args, total);
     FLEXKIT_CUDA_CHECK_LAUNCH("gemm_finish_splits_kernel");

@@ -19,6 +19,11 @@
 // then waits until at most one wgmma group is pending and synchronises. With a 3-slot ring the
 // slot written in iteration s was last read by stage s−2, which both warpgroups finished before
 // the barrier ending iteration s−1.
+//
+// That register staging keeps only one stage (~32 KB per SM) of loads in flight, far too little
+// to cover ~1 µs of L2/HBM latency at tensor-core rate. gemm_wgmma_deep_kernel (the default, see
+// "The raw ring" below) streams raw tiles into shared memory with cp.async, several stages deep,
+// and splits them from there; gemm_wgmma_kernel stays as FLEXKIT_GEMM_KERNEL=ss-reg.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -89,6 +94,209 @@ __device__ __forceinline__ void store_shared(unsigned char* plane, uint32_t offs
   *reinterpret_cast<uint32_t*>(plane + wgmma::swizzle(offset)) = v;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The raw ring (the "deep" kernels): whole stages of the operands exactly as they are in global
+// memory (int16 or u8, not yet split), copied by cp.async straight into shared memory. Nothing
+// passes through registers, so every thread keeps 4 (int16) or 2 (u8) 16-byte copies per
+// operand and stage in flight, for as many stages as the ring has slots: that is what feeds the
+// tensor cores across the ~1 µs load latency, which the register-staged pipeline could not.
+// The loaders then read the raw tile back from shared memory (the same registers as their
+// global loads) and split it into the planes as before.
+//
+// Raw tile layouts and their 16-byte chunk swizzles (chosen so that the split loaders' reads,
+// the RS kernel's fragment reads and the copies are all free of bank conflicts):
+//   k-contiguous int16:  128 rows × 128 bytes; chunk c of row r at r·128 + 16·(c ^ f(r)) with
+//                        f(r) = 2·(r % 4) + (r % 2) (0, 3, 4, 7): rows 2q and 2q+1 differ in bit 0
+//                        (the split loader reads rows pairwise), four consecutive rows differ in
+//                        bits 1-2 (the RS fragment reads take two adjacent chunks of four rows).
+//   row-contiguous int16: 64 k-rows × 256 bytes; chunk c (8 rows) of k-row k at
+//                        k·256 + 16·(c ^ (k/4 % 8)): the transposing loader reads one chunk of
+//                        k-rows 4·kw + i for eight consecutive kw at once.
+//   k-contiguous u8:     128 rows × 64 bytes, unswizzled (a quarter-warp reads 128 dense bytes).
+//   row-contiguous u8:   64 k-rows × 128 bytes; chunk c of k-row k at k·128 + 16·(c ^ (k/4 % 8))
+//                        (8-byte reads: kw and kw + 8 share a bank, a 2-way conflict on 8 KB).
+// Elements past the matrix are zero-filled by the copies' source size (0 … 16 bytes), so the
+// raw readers need no guards. Every copy address is 16-byte aligned: the host sends only
+// operands whose base, rows and batch stride are (classify in gemm_integer.cu), K chunks start
+// at multiples of 64 and the tile origins at multiples of 128 rows.
+
+inline constexpr int kRawS16Bytes = kWgmmaTileM * kWgmmaStageK * 2;  // one int16 operand stage
+inline constexpr int kRawU8Bytes = kWgmmaTileM * kWgmmaStageK;       // one u8 operand stage
+inline constexpr int kDeepPlaneSlots = 3;  // plane ring of the deep SS kernel (see its loop)
+// A u8 B may use a wider N tile (FLEXKIT_GEMM_TILE_N=192): its two accumulators then take
+// 2 · 96 registers, and each CTA reads 448 instead of 384 bytes of operands per k for 1.5 times
+// the products, which eases the L2 → SM traffic that bounds the u8 case.
+inline constexpr int kWideTileN = 192;
+static_assert(kWideTileN == kWgmmaWideTileN, "one wide tile width");
+
+// Sizes for an N tile of tile_n (B rows); A always has kWgmmaTileM rows.
+__host__ __device__ constexpr int raw_stage_bytes(bool b_is_u8, int tile_n = kWgmmaTileN) {
+  return kRawS16Bytes + (b_is_u8 ? 1 : 2) * tile_n * kWgmmaStageK;
+}
+__host__ __device__ constexpr int deep_stage_bytes(bool b_is_u8, int tile_n) {
+  return 2 * kPlaneBytes + (b_is_u8 ? 1 : 2) * tile_n * wgmma::kRowBytes;
+}
+__host__ __device__ constexpr int accumulator_tile_bytes(int tile_n) {
+  return kWgmmaTileM * (tile_n + 1) * 8;
+}
+__host__ __device__ constexpr int deep_smem_bytes(bool b_is_u8, int raw_stages,
+                                                  int tile_n = kWgmmaTileN) {
+  return (kDeepPlaneSlots * deep_stage_bytes(b_is_u8, tile_n) +
+                      raw_stages * raw_stage_bytes(b_is_u8, tile_n) >
+                  accumulator_tile_bytes(tile_n)
+              ? kDeepPlaneSlots * deep_stage_bytes(b_is_u8, tile_n) +
+                    raw_stages * raw_stage_bytes(b_is_u8, tile_n)
+              : accumulator_tile_bytes(tile_n)) +
+         kAlignSlack;
+}
+// The opt-in limit per block covers static shared memory too (commit_block_stats' 1.5 KB).
+inline constexpr int kSmemLimit = 227 * 1024 - 2048;
+__host__ __device__ constexpr int deep_max_raw_stages(bool b_is_u8, int tile_n = kWgmmaTileN) {
+  return (kSmemLimit - kAlignSlack - kDeepPlaneSlots * deep_stage_bytes(b_is_u8, tile_n)) /
+         raw_stage_bytes(b_is_u8, tile_n);
+}
+static_assert(deep_max_raw_stages(false) >= 4 && deep_max_raw_stages(true) >= 6 &&
+                  deep_max_raw_stages(true, kWideTileN) >= 4,
+              "the default ring depths must fit");
+static_assert(deep_smem_bytes(false, deep_max_raw_stages(false)) <= kSmemLimit &&
+                  deep_smem_bytes(true, deep_max_raw_stages(true)) <= kSmemLimit &&
+                  deep_smem_bytes(true, deep_max_raw_stages(true, kWideTileN), kWideTileN) <=
+                      kSmemLimit,
+              "over the sm_90 shared-memory limit per block");
+
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+// The ring depth is a run-time value (FLEXKIT_GEMM_STAGES); the instruction wants an immediate.
+// Waiting for fewer pending groups than asked is always safe, so anything unlisted waits for all.
+__device__ __forceinline__ void cp_async_wait_dynamic(int pending) {
+  switch (pending) {
+    case 1:
+      cp_async_wait<1>();
+      break;
+    case 2:
+      cp_async_wait<2>();
+      break;
+    case 3:
+      cp_async_wait<3>();
+      break;
+    case 4:
+      cp_async_wait<4>();
+      break;
+    case 5:
+      cp_async_wait<5>();
+      break;
+    case 6:
+      cp_async_wait<6>();
+      break;
+    case 7:
+      cp_async_wait<7>();
+      break;
+    default:
+      cp_async_wait<0>();
+      break;
+  }
+}
+
+__device__ __forceinline__ int clamp_valid(int valid, int most) {
+  return valid < 0 ? 0 : valid > most ? most : valid;
+}
+__device__ __forceinline__ uint32_t raw_kcontig_s16_offset(int row, int chunk) {
+  const int f = 2 * (row & 3) + (row & 1);
+  return row * 128 + 16 * (chunk ^ f);
+}
+__device__ __forceinline__ uint32_t raw_rowcontig_offset(int k, int chunk, int pitch) {
+  return k * pitch + 16 * (chunk ^ ((k >> 2) & 7));
+}
+// Row-contiguous u8 with kRows rows per k-row: with 192 (12 chunks) the last four chunks are
+// swizzled among themselves only, so that every chunk stays inside the row.
+template <int kRows>
+__device__ __forceinline__ uint32_t raw_u8_rowcontig_offset(int k, int chunk) {
+  const int key = (k >> 2) & (kRows == 128 || chunk < 8 ? 7 : 3);
+  return k * kRows + 16 * (chunk ^ key);
+}
+
+// Copies of one stage (`tile` at row 0, k 0 of the stage) into the raw slot at shared address
+// `raw`; consecutive threads take consecutive 16-byte chunks along the unit stride (coalesced).
+__device__ __forceinline__ void copy_s16_kcontig(uint32_t raw, const int16_t* tile, int64_t ld,
+                                                 int rows_valid, int k_valid) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int c = threadIdx.x + kWgmmaThreads * j;
+    const int row = c >> 3, chunk = c & 7;
+    const int valid = row < rows_valid ? clamp_valid(k_valid - 8 * chunk, 8) : 0;
+    const int16_t* src = valid > 0 ? tile + row * ld + 8 * chunk : tile;
+    cp_async_16(raw + raw_kcontig_s16_offset(row, chunk), src, 2 * valid);
+  }
+}
+__device__ __forceinline__ void copy_s16_rowcontig(uint32_t raw, const int16_t* tile, int64_t ld,
+                                                   int rows_valid, int k_valid) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int c = threadIdx.x + kWgmmaThreads * j;
+    const int k = c >> 4, chunk = c & 15;
+    const int valid = k < k_valid ? clamp_valid(rows_valid - 8 * chunk, 8) : 0;
+    const int16_t* src = valid > 0 ? tile + k * ld + 8 * chunk : tile;
+    cp_async_16(raw + raw_rowcontig_offset(k, chunk, 256), src, 2 * valid);
+  }
+}
+template <int kRows>
+__device__ __forceinline__ void copy_u8_kcontig(uint32_t raw, const uint8_t* tile, int64_t ld,
+                                                int rows_valid, int k_valid) {
+#pragma unroll
+  for (int j = 0; j < kRows * 4 / kWgmmaThreads; ++j) {
+    const int c = threadIdx.x + kWgmmaThreads * j;
+    const int row = c >> 2, chunk = c & 3;
+    const int valid = row < rows_valid ? clamp_valid(k_valid - 16 * chunk, 16) : 0;
+    const uint8_t* src = valid > 0 ? tile + row * ld + 16 * chunk : tile;
+    cp_async_16(raw + row * 64 + 16 * chunk, src, valid);
+  }
+}
+template <int kRows>
+__device__ __forceinline__ void copy_u8_rowcontig(uint32_t raw, const uint8_t* tile, int64_t ld,
+                                                  int rows_valid, int k_valid) {
+  constexpr int kChunks = kRows / 16;  // per k-row
+#pragma unroll
+  for (int j = 0; j < kRows * 4 / kWgmmaThreads; ++j) {
+    const int c = threadIdx.x + kWgmmaThreads * j;
+    const int k = c / kChunks, chunk = c % kChunks;
+    const int valid = k < k_valid ? clamp_valid(rows_valid - 16 * chunk, 16) : 0;
+    const uint8_t* src = valid > 0 ? tile + k * ld + 16 * chunk : tile;
+    cp_async_16(raw + raw_u8_rowcontig_offset<kRows>(k, chunk), src, valid);
+  }
+}
+
+template <typename Element, bool kKContig, int kRows = kWgmmaTileN>
+__device__ __forceinline__ void copy_raw_stage(uint32_t raw, const Element* tile, int64_t ld,
+                                               int rows_valid, int k_valid) {
+  static_assert(kRows == 128 || sizeof(Element) == 1, "only a u8 B has a wider tile");
+  if constexpr (sizeof(Element) == 2) {
+    if constexpr (kKContig) {
+      copy_s16_kcontig(raw, tile, ld, rows_valid, k_valid);
+    } else {
+      copy_s16_rowcontig(raw, tile, ld, rows_valid, k_valid);
+    }
+  } else if constexpr (kKContig) {
+    copy_u8_kcontig<kRows>(raw, tile, ld, rows_valid, k_valid);
+  } else {
+    copy_u8_rowcontig<kRows>(raw, tile, ld, rows_valid, k_valid);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T load_raw_vector(const unsigned char* raw, uint32_t offset) {
+  return *reinterpret_cast<const T*>(raw + offset);
+}
+
 // Loaders: `load` brings this thread's share of one stage (128 rows × 64 k of the operand, `tile`
 // pointing at row 0, k 0 of the stage; `ld` the non-unit stride) into registers, zero beyond
 // rows_valid / k_valid; `store` splits it and writes it into the stage's planes.
@@ -110,6 +318,18 @@ struct S16KContig {
         v[it][h] = row < rows_valid ? load_s16x8(tile + row * ld + 16 * chunk + 8 * h,
                                                  k_valid - 16 * chunk - 8 * h)
                                     : make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // The same registers from the stage's raw slot (deep kernels).
+  __device__ __forceinline__ void load_raw(const unsigned char* raw) {
+    const int chunk = threadIdx.x & 3;
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+      const int row = (threadIdx.x >> 2) + 64 * it;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        v[it][h] = load_raw_vector<uint4>(raw, raw_kcontig_s16_offset(row, 2 * chunk + h));
     }
   }
 
@@ -168,6 +388,14 @@ struct S16RowContig {
     }
   }
 
+  __device__ __forceinline__ void load_raw(const unsigned char* raw) {
+    const int group = transpose_group();
+    const int kw = transpose_kword();
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      v[i] = load_raw_vector<uint4>(raw, raw_rowcontig_offset(4 * kw + i, group, 256));
+  }
+
   __device__ __forceinline__ void store(unsigned char* hi_plane, unsigned char* lo_plane) const {
     const int group = transpose_group();
     const int kw = transpose_kword();
@@ -199,30 +427,43 @@ struct S16RowContig {
   }
 };
 
-// u8, unit stride along K: bytes go to the plane unchanged, 16 k per thread and row.
-struct U8KContig {
-  uint4 v[2];
+// u8, unit stride along K: bytes go to the plane unchanged, 16 k per thread and row (kRows / 64
+// rows per thread).
+template <int kRows = kWgmmaTileN>
+struct U8KContigT {
+  static constexpr int kPasses = kRows / 64;
+  uint4 v[kPasses];
 
   __device__ __forceinline__ void load(const uint8_t* tile, int64_t ld, int rows_valid,
                                        int k_valid) {
     const int chunk = threadIdx.x & 3;
 #pragma unroll
-    for (int it = 0; it < 2; ++it) {
+    for (int it = 0; it < kPasses; ++it) {
       const int row = (threadIdx.x >> 2) + 64 * it;
       v[it] = row < rows_valid ? load_u8x16(tile + row * ld + 16 * chunk, k_valid - 16 * chunk)
                                : make_uint4(0, 0, 0, 0);
     }
   }
 
+  __device__ __forceinline__ void load_raw(const unsigned char* raw) {
+    const int chunk = threadIdx.x & 3;
+#pragma unroll
+    for (int it = 0; it < kPasses; ++it) {
+      const int row = (threadIdx.x >> 2) + 64 * it;
+      v[it] = load_raw_vector<uint4>(raw, row * 64 + 16 * chunk);
+    }
+  }
+
   __device__ __forceinline__ void store(unsigned char* plane) const {
     const int chunk = threadIdx.x & 3;
 #pragma unroll
-    for (int it = 0; it < 2; ++it) {
+    for (int it = 0; it < kPasses; ++it) {
       const int row = (threadIdx.x >> 2) + 64 * it;
       store_shared(plane, row * wgmma::kRowBytes + 16 * chunk, v[it]);
     }
   }
 };
+using U8KContig = U8KContigT<>;
 
 // u8, unit stride along N: 4 k-rows × 8 bytes per thread, a 4 × 4 byte transpose twice.
 struct U8RowContig {
@@ -240,8 +481,20 @@ struct U8RowContig {
     }
   }
 
-  __device__ __forceinline__ void store(unsigned char* plane) const {
-    const int group = transpose_group();
+  // kRows: rows of the raw tile (its k-row pitch); group_offset: a second pass over rows
+  // 128 + … of a wider tile (the same thread mapping, groups 16 + …).
+  template <int kRows = kWgmmaTileN>
+  __device__ __forceinline__ void load_raw(const unsigned char* raw, int group_offset = 0) {
+    const int group = transpose_group() + group_offset;
+    const int kw = transpose_kword();
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      v[i] = load_raw_vector<uint2>(
+          raw, raw_u8_rowcontig_offset<kRows>(4 * kw + i, group >> 1) + 8 * (group & 1));
+  }
+
+  __device__ __forceinline__ void store(unsigned char* plane, int group_offset = 0) const {
+    const int group = transpose_group() + group_offset;
     const int kw = transpose_kword();
     const int flip = transpose_flip();
     const uint32_t w[4][2] = {
@@ -279,6 +532,63 @@ __device__ __forceinline__ void grouped_tile(int64_t tile, int64_t tiles_m, int6
   const int64_t in_group = tile - group * per_group;
   tile_m = first_m + in_group % group_m;
   tile_n = in_group / group_m;
+}
+
+// The end of a CTA (both kernels): waits for the last wgmmas, combines the byte-product
+// accumulators exactly in int64, parks them in shared memory (reusing the operand ring) and
+// finishes every output element of the tile, or adds it to the split-K workspace.
+template <bool kBIsU8, int kTileN = kWgmmaTileN>
+__device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned char* smem,
+                                            uint32_t (&acc_hi)[kTileN / 2],
+                                            uint32_t (&acc_mid)[kTileN / 2],
+                                            uint32_t (&acc_lo)[kTileN / 2], int64_t batch,
+                                            int64_t row0, int64_t col0, int rows_a, int rows_b) {
+  constexpr int kPitch = kTileN + 1;  // kTilePitch for the tile's width
+  wgmma::wait_group<0>();
+  wgmma::pin_registers(acc_hi);
+  if constexpr (!kBIsU8) wgmma::pin_registers(acc_mid);
+  wgmma::pin_registers(acc_lo);
+  // Both warpgroups' last wgmmas have read the ring before it becomes the accumulator tile.
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x >> 7;
+  int64_t* const tile = reinterpret_cast<int64_t*>(smem);
+  {
+    const int warp_in_group = (threadIdx.x >> 5) & 3;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < kTileN / 2; ++i) {
+      const int row = 64 * warpgroup + 16 * warp_in_group + (lane >> 2) + 8 * ((i >> 1) & 1);
+      const int col = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+      int64_t acc;
+      if constexpr (kBIsU8) {
+        acc = int64_t(int32_t(acc_hi[i])) * 256 + int64_t(int32_t(acc_lo[i]));
+      } else {
+        acc = int64_t(int32_t(acc_hi[i])) * 65536 + int64_t(int32_t(acc_mid[i])) * 256 +
+              int64_t(int32_t(acc_lo[i]));
+      }
+      tile[row * kPitch + col] = acc;
+    }
+  }
+  __syncthreads();
+
+  // One pass over the tile with consecutive threads along the output's unit stride.
+  const bool split = p.splits > 1;
+  const bool columns_fastest = split || p.c.col_stride == 1 || p.c.row_stride != 1;
+  portable::GemmStats stats = portable::gemm_stats_identity();
+#pragma unroll 1
+  for (int index = threadIdx.x; index < kWgmmaTileM * kTileN; index += kWgmmaThreads) {
+    const int r = columns_fastest ? index / kTileN : index % kWgmmaTileM;
+    const int c = columns_fastest ? index % kTileN : index / kWgmmaTileM;
+    if (r >= rows_a || c >= rows_b) continue;
+    const int64_t acc = tile[r * kPitch + c];
+    if (split) {
+      add_partial(p, batch, row0 + r, col0 + c, acc);
+    } else {
+      finish_element(p, batch, row0 + r, col0 + c, acc, stats);
+    }
+  }
+  if (!split) commit_block_stats(stats, p.stats);
 }
 
 }  // namespace wgmma_detail
@@ -387,50 +697,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     wgmma::fence_proxy_async_shared();
     __syncthreads();
   }
-  wgmma::wait_group<0>();
-  wgmma::pin_registers(acc_hi);
-  if constexpr (!kBIsU8) wgmma::pin_registers(acc_mid);
-  wgmma::pin_registers(acc_lo);
-  // Both warpgroups' last wgmmas have read the ring before it becomes the accumulator tile.
-  __syncthreads();
-
-  int64_t* const tile = reinterpret_cast<int64_t*>(smem);
-  {
-    const int warp_in_group = (threadIdx.x >> 5) & 3;
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      const int row = 64 * warpgroup + 16 * warp_in_group + (lane >> 2) + 8 * ((i >> 1) & 1);
-      const int col = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-      int64_t acc;
-      if constexpr (kBIsU8) {
-        acc = int64_t(int32_t(acc_hi[i])) * 256 + int64_t(int32_t(acc_lo[i]));
-      } else {
-        acc = int64_t(int32_t(acc_hi[i])) * 65536 + int64_t(int32_t(acc_mid[i])) * 256 +
-              int64_t(int32_t(acc_lo[i]));
-      }
-      tile[row * kTilePitch + col] = acc;
-    }
-  }
-  __syncthreads();
-
-  // One pass over the tile with consecutive threads along the output's unit stride.
-  const bool split = p.splits > 1;
-  const bool columns_fastest = split || p.c.col_stride == 1 || p.c.row_stride != 1;
-  portable::GemmStats stats = portable::gemm_stats_identity();
-#pragma unroll 1
-  for (int index = threadIdx.x; index < kWgmmaTileM * kWgmmaTileN; index += kWgmmaThreads) {
-    const int r = columns_fastest ? index / kWgmmaTileN : index % kWgmmaTileM;
-    const int c = columns_fastest ? index % kWgmmaTileN : index / kWgmmaTileM;
-    if (r >= rows_a || c >= rows_b) continue;
-    const int64_t acc = tile[r * kTilePitch + c];
-    if (split) {
-      add_partial(p, batch, row0 + r, col0 + c, acc);
-    } else {
-      finish_element(p, batch, row0 + r, col0 + c, acc, stats);
-    }
-  }
-  if (!split) commit_block_stats(stats, p.stats);
+  finish_tile<kBIsU8>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a, rows_b);
 #elif defined(__CUDA_ARCH__)
   // Built without sm_90a code (the PTX fallback): the host never launches this, see
   // prepare_wgmma. Fail loudly rather than leave the output unwritten.
@@ -438,60 +705,255 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #endif
 }
 
-// Explicit instantiation + launch helpers for one element type of B.
+// The deep shared-memory kernel: the loop of gemm_wgmma_kernel with the register staging replaced
+// by the raw ring (see "The raw ring" above), `p.raw_stages` slots deep, in front of a 3-slot
+// plane ring.
+//
+// Iteration s: issue the wgmmas of stage s (plane slot s % 3); issue the copies of stage s + R
+// into raw slot s % R (stage s left it when it was split, in iteration s − 1, before that
+// iteration's barrier); split raw stage s + 1 (landed and made visible by the previous barrier)
+// into plane slot (s + 1) % 3, last read by the wgmmas of stage s − 2, which both warpgroups
+// finished before the previous barrier; wait until raw stage s + 2 has landed (cp.async groups:
+// one per stage, empty ones past the end, so "R − 2 pending" always means stage s + 2) and until
+// at most one wgmma group is pending; barrier. R − 1 stages stay in flight while one is split.
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN>
+__global__ void __launch_bounds__(kWgmmaThreads, 1)
+    gemm_wgmma_deep_kernel(const __grid_constant__ IntegerGemmArgs p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace wgmma_detail;
+  using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
+  using ALoader = std::conditional_t<kAKContig, S16KContig, S16RowContig>;
+  static_assert(kTileN == kWgmmaTileN || (kBIsU8 && kTileN == kWideTileN), "tile widths");
+  using BLoader =
+      std::conditional_t<kBIsU8, std::conditional_t<kBKContig, U8KContigT<kTileN>, U8RowContig>,
+                         std::conditional_t<kBKContig, S16KContig, S16RowContig>>;
+  constexpr int kStageBytes = deep_stage_bytes(kBIsU8, kTileN);
+  // B's planes hold kTileN rows (kBLo only for an int16 B, whose tile is always 128).
+  constexpr int kAHi = 0, kALo = kPlaneBytes, kBHi = 2 * kPlaneBytes, kBLo = 3 * kPlaneBytes;
+  constexpr int kRawBytes = raw_stage_bytes(kBIsU8, kTileN);
+  constexpr int kAccs = kTileN / 2;
+  constexpr int kRawRing = kDeepPlaneSlots * kStageBytes;  // the raw ring follows the planes
+  const int raw_stages = p.raw_stages;
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* const smem = smem_raw + ((1024u - (raw_address & 1023u)) & 1023u);
+  const uint32_t smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+
+  int64_t tile_m, tile_n;
+  grouped_tile(blockIdx.x, p.tiles_m, p.tiles_n, tile_m, tile_n);
+  const int64_t batch = p.batch_offset + blockIdx.z;
+  const int64_t row0 = tile_m * kWgmmaTileM;
+  const int64_t col0 = tile_n * kTileN;
+  const int64_t k_begin = int64_t(blockIdx.y) * p.k_chunk;
+  const int64_t k_end = p.k < k_begin + p.k_chunk ? p.k : k_begin + p.k_chunk;
+  const int64_t k_len = k_end - k_begin;
+  const int stage_count = static_cast<int>((k_len + kWgmmaStageK - 1) / kWgmmaStageK);
+  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
+  const int rows_b = static_cast<int>(p.n - col0 < kTileN ? p.n - col0 : kTileN);
+
+  const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
+                                row0 * p.a.row_stride + k_begin * p.a.k_stride;
+  const BElement* const b_tile = static_cast<const BElement*>(p.b.data) + batch * p.b.batch_stride +
+                                 col0 * p.b.row_stride + k_begin * p.b.k_stride;
+  const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
+  const int64_t b_ld = kBKContig ? p.b.row_stride : p.b.k_stride;
+  const int64_t a_stage_step = kWgmmaStageK * p.a.k_stride;
+  const int64_t b_stage_step = kWgmmaStageK * p.b.k_stride;
+  auto k_valid = [&](int stage) {
+    const int64_t left = k_len - int64_t(stage) * kWgmmaStageK;
+    return static_cast<int>(left < kWgmmaStageK ? left : kWgmmaStageK);
+  };
+
+  auto issue_stage = [&](int stage) {
+    const uint32_t raw = smem_address + kRawRing + (stage % raw_stages) * kRawBytes;
+    copy_raw_stage<int16_t, kAKContig>(raw, a_tile + stage * a_stage_step, a_ld, rows_a,
+                                       k_valid(stage));
+    copy_raw_stage<BElement, kBKContig, kTileN>(raw + kRawS16Bytes, b_tile + stage * b_stage_step,
+                                                b_ld, rows_b, k_valid(stage));
+  };
+  auto split_stage = [&](int stage) {
+    const unsigned char* const raw = smem + kRawRing + (stage % raw_stages) * kRawBytes;
+    unsigned char* const base = smem + (stage % kDeepPlaneSlots) * kStageBytes;
+    ALoader a_loader;
+    a_loader.load_raw(raw);
+    a_loader.store(base + kAHi, base + kALo);
+    BLoader b_loader;
+    if constexpr (kBIsU8 && !kBKContig) {
+      b_loader.template load_raw<kTileN>(raw + kRawS16Bytes);
+      b_loader.store(base + kBHi);
+      // A wider tile's rows 128 … in a second pass of the warps whose 8-row groups exist there.
+      if constexpr (kTileN > kWgmmaTileN) {
+        constexpr int kExtraGroups = (kTileN - kWgmmaTileN) / 8;
+        if (transpose_group() < kExtraGroups) {
+          b_loader.template load_raw<kTileN>(raw + kRawS16Bytes, 16);
+          b_loader.store(base + kBHi, 16);
+        }
+      }
+    } else if constexpr (kBIsU8) {
+      b_loader.load_raw(raw + kRawS16Bytes);
+      b_loader.store(base + kBHi);
+    } else {
+      b_loader.load_raw(raw + kRawS16Bytes);
+      b_loader.store(base + kBHi, base + kBLo);
+    }
+  };
+
+  uint32_t acc_hi[kAccs], acc_mid[kAccs], acc_lo[kAccs];
+#pragma unroll
+  for (int i = 0; i < kAccs; ++i) acc_hi[i] = acc_lo[i] = 0;
+  if constexpr (!kBIsU8) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
+  }
+
+  // Fill the whole raw ring, split stage 0, and have stage 1 landed before the loop.
+  for (int stage = 0; stage < raw_stages; ++stage) {
+    if (stage < stage_count) issue_stage(stage);
+    cp_async_commit();
+  }
+  cp_async_wait_dynamic(raw_stages - 1);
+  __syncthreads();
+  split_stage(0);
+  cp_async_wait_dynamic(raw_stages - 2);
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x >> 7;
+  const uint32_t a_rows_offset = warpgroup * 64 * wgmma::kRowBytes;
+#pragma unroll 1
+  for (int stage = 0; stage < stage_count; ++stage) {
+    const uint32_t base = smem_address + (stage % kDeepPlaneSlots) * kStageBytes;
+    wgmma::fence();
+#pragma unroll
+    for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
+      const uint32_t k_offset = 32 * ks;
+      const uint64_t a_hi = wgmma::descriptor(base + kAHi + a_rows_offset + k_offset);
+      const uint64_t a_lo = wgmma::descriptor(base + kALo + a_rows_offset + k_offset);
+      const uint64_t b_hi = wgmma::descriptor(base + kBHi + k_offset);
+      if constexpr (kBIsU8 && kTileN == kWideTileN) {
+        wgmma::wgmma_m64n192k32_s8u8(acc_hi, a_hi, b_hi);
+        wgmma::wgmma_m64n192k32_u8u8(acc_lo, a_lo, b_hi);
+      } else if constexpr (kBIsU8) {
+        wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
+        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
+      } else {
+        const uint64_t b_lo = wgmma::descriptor(base + kBLo + k_offset);
+        wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
+        wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
+        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
+        wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+      }
+    }
+    wgmma::commit_group();
+    if (stage + raw_stages < stage_count) issue_stage(stage + raw_stages);
+    cp_async_commit();
+    if (stage + 1 < stage_count) split_stage(stage + 1);
+    cp_async_wait_dynamic(raw_stages - 2);
+    wgmma::wait_group<1>();
+    wgmma::fence_proxy_async_shared();
+    __syncthreads();
+  }
+  // Only empty groups can be left, but the ring becomes the accumulator tile next.
+  cp_async_wait<0>();
+  finish_tile<kBIsU8, kTileN>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a, rows_b);
+#elif defined(__CUDA_ARCH__)
+  __trap();  // the PTX fallback: never launched (prepare_wgmma reports false)
+#endif
+}
+
+// Explicit instantiation + launch helpers for one element type of B. `deep`: the raw-ring kernel
+// (gemm_wgmma_deep_kernel) instead of the register-staged one.
+// `wide`: the 192-column tile (a u8 B and the deep kernel only).
 template <bool kBIsU8>
-bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig);
+bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool wide);
 template <bool kBIsU8>
-void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
-                          cudaStream_t stream);
+void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool wide, dim3 grid,
+                          const IntegerGemmArgs& args, cudaStream_t stream);
 
 namespace wgmma_detail {
 
-template <bool kBIsU8, bool kAKContig, bool kBKContig>
+// kDeep: 0 the register-staged kernel, 1 the deep one, 2 the deep one with the wide tile.
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kDeep>
 bool prepare_one() {
-  auto kernel = gemm_wgmma_kernel<kBIsU8, kAKContig, kBKContig>;
+  constexpr int kTileN = kDeep == 2 ? kWideTileN : kWgmmaTileN;
+  auto kernel = kDeep ? gemm_wgmma_deep_kernel<kBIsU8, kAKContig, kBKContig, kTileN>
+                      : gemm_wgmma_kernel<kBIsU8, kAKContig, kBKContig>;
   cudaFuncAttributes attributes{};
   FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   // ptxVersion is the virtual architecture the loaded code came from: 90 for the sm_90a image,
   // 75 when the driver JIT-compiled the compute_75 fallback (whose body is only a trap).
   if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
-  FLEXKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          smem_bytes(kBIsU8)));
+  const int bytes = kDeep ? deep_smem_bytes(kBIsU8, deep_max_raw_stages(kBIsU8, kTileN), kTileN)
+                          : smem_bytes(kBIsU8);
+  FLEXKIT_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   return true;
 }
 
-template <bool kBIsU8, bool kAKContig, bool kBKContig>
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kDeep>
 void launch_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
-  gemm_wgmma_kernel<kBIsU8, kAKContig, kBKContig>
-      <<<grid, kWgmmaThreads, smem_bytes(kBIsU8), stream>>>(args);
-  FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_kernel");
+  if constexpr (kDeep) {
+    constexpr int kTileN = kDeep == 2 ? kWideTileN : kWgmmaTileN;
+    gemm_wgmma_deep_kernel<kBIsU8, kAKContig, kBKContig, kTileN>
+        <<<grid, kWgmmaThreads, deep_smem_bytes(kBIsU8, args.raw_stages, kTileN), stream>>>(args);
+    FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_deep_kernel");
+  } else {
+    gemm_wgmma_kernel<kBIsU8, kAKContig, kBKContig>
+        <<<grid, kWgmmaThreads, smem_bytes(kBIsU8), stream>>>(args);
+    FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_kernel");
+  }
+}
+
+template <bool kBIsU8, int kDeep>
+bool prepare_layout(bool a_k_contig, bool b_k_contig) {
+  if (a_k_contig) {
+    return b_k_contig ? prepare_one<kBIsU8, true, true, kDeep>()
+                      : prepare_one<kBIsU8, true, false, kDeep>();
+  }
+  return b_k_contig ? prepare_one<kBIsU8, false, true, kDeep>()
+                    : prepare_one<kBIsU8, false, false, kDeep>();
+}
+
+template <bool kBIsU8, int kDeep>
+void launch_layout(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
+                   cudaStream_t stream) {
+  if (a_k_contig) {
+    if (b_k_contig) {
+      launch_one<kBIsU8, true, true, kDeep>(grid, args, stream);
+    } else {
+      launch_one<kBIsU8, true, false, kDeep>(grid, args, stream);
+    }
+  } else if (b_k_contig) {
+    launch_one<kBIsU8, false, true, kDeep>(grid, args, stream);
+  } else {
+    launch_one<kBIsU8, false, false, kDeep>(grid, args, stream);
+  }
 }
 
 }  // namespace wgmma_detail
 
 template <bool kBIsU8>
-bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig) {
+bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool wide) {
   using namespace wgmma_detail;
-  if (a_k_contig) {
-    return b_k_contig ? prepare_one<kBIsU8, true, true>() : prepare_one<kBIsU8, true, false>();
+  if constexpr (kBIsU8) {
+    if (deep && wide) return prepare_layout<kBIsU8, 2>(a_k_contig, b_k_contig);
   }
-  return b_k_contig ? prepare_one<kBIsU8, false, true>() : prepare_one<kBIsU8, false, false>();
+  return deep ? prepare_layout<kBIsU8, 1>(a_k_contig, b_k_contig)
+              : prepare_layout<kBIsU8, 0>(a_k_contig, b_k_contig);
 }
 
 template <bool kBIsU8>
-void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
-                          cudaStream_t stream) {
+void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool wide, dim3 grid,
+                          const IntegerGemmArgs& args, cudaStream_t stream) {
   using namespace wgmma_detail;
-  if (a_k_contig) {
-    if (b_k_contig) {
-      launch_one<kBIsU8, true, true>(grid, args, stream);
-    } else {
-      launch_one<kBIsU8, true, false>(grid, args, stream);
-    }
-  } else if (b_k_contig) {
-    launch_one<kBIsU8, false, true>(grid, args, stream);
+  if constexpr (kBIsU8) {
+    if (deep && wide) return launch_layout<kBIsU8, 2>(a_k_contig, b_k_contig, grid, args, stream);
+  }
+  if (deep) {
+    launch_layout<kBIsU8, 1>(a_k_contig, b_k_contig, grid, args, stream);
   } else {
-    launch_one<kBIsU8, false, false>(grid, args, stream);
+    launch_layout<kBIsU8, 0>(a_k_contig, b_k_contig, grid, args, stream);
   }
 }
 

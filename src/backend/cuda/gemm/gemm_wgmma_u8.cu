@@ -3,30 +3,36 @@
 
 namespace flexkit::backend::cuda::gemm_kernels {
 
-bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig) {
-  return prepare_wgmma_variant<true>(a_k_contig, b_k_contig);
+bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool wide) {
+  return prepare_wgmma_variant<true>(a_k_contig, b_k_contig, deep, wide);
 }
 
-void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
-                     cudaStream_t stream) {
-  launch_wgmma_variant<true>(a_k_contig, b_k_contig, grid, args, stream);
+void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool wide, dim3 grid,
+                     const IntegerGemmArgs& args, cudaStream_t stream) {
+  launch_wgmma_variant<true>(a_k_contig, b_k_contig, deep, wide, grid, args, stream);
 }
 
 std::size_t wgmma_smem_bytes(bool b_is_u8) {
   return b_is_u8 ? wgmma_detail::smem_bytes(true) : wgmma_detail::smem_bytes(false);
 }
 
+int wgmma_max_raw_stages(bool b_is_u8, int tile_n) {
+  return wgmma_detail::deep_max_raw_stages(b_is_u8, tile_n);
+}
+
 bool prepare_wgmma(const WgmmaVariant& variant) {
-  return variant.b_is_u8 ? prepare_wgmma_u8(variant.a_k_contig, variant.b_k_contig)
-                         : prepare_wgmma_s16(variant.a_k_contig, variant.b_k_contig);
+  return variant.b_is_u8 ? prepare_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep,
+                                            variant.tile_n == wgmma_detail::kWideTileN)
+                         : prepare_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep);
 }
 
 void launch_wgmma(const WgmmaVariant& variant, dim3 grid, const IntegerGemmArgs& args,
                   cudaStream_t stream) {
   if (variant.b_is_u8) {
-    launch_wgmma_u8(variant.a_k_contig, variant.b_k_contig, grid, args, stream);
+    launch_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep,
+                    variant.tile_n == wgmma_detail::kWideTileN, grid, args, stream);
   } else {
-    launch_wgmma_s16(variant.a_k_contig, variant.b_k_contig, grid, args, stream);
+    launch_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep, grid, args, stream);
   }
 }
 
