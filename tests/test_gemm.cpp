@@ -254,6 +254,15 @@ TEST(Dot, OddAndDegenerateShapes) {
       for (bool ta : {false, true}) check_product(c, ta, !ta, s[0], s[1], s[2], seed++);
 }
 
+TEST(Dot, WholeTilesOfEveryKernelShape) {
+  // Shapes past the largest CUDA tiles (128 × 192) in both directions, so interior tiles take
+  // the unguarded fast copies and the edges the guarded ones, for every layout.
+  unsigned seed = 300;
+  for (const Combo& c : {kIntegerCombos[0], kIntegerCombos[2], kIntegerCombos[3]})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check_product(c, ta, tb, 300, 400, 1000, seed++);
+}
+
 TEST(Dot, FullRangeMantissasAndLongSumsStayExact) {
   // Every mantissa −32768: each product is 2^30 and K = 2^20 sums to 2^50, far beyond what a
   // float accumulator or an int32 tensor-core accumulator holds.

@@ -3,15 +3,18 @@
 // the sm_90a wgmma kernel (gemm_wgmma.cuh) when the device and the operands' layout allow it.
 //
 // Kernels: "ss" (sm_90a, the default: both operands through shared memory, any unit-stride layout,
-// raw tiles streamed by a deep cp.async ring, gemm_wgmma_deep_kernel), "ss-reg" (the same with
+// raw tiles streamed by a deep cp.async ring, gemm_wgmma_lean_kernel), "ss-deep-v1" (the first
+// deep kernel, gemm_wgmma_deep_kernel, kept to compare against), "ss-reg" (the same with
 // register-staged loads one stage ahead, gemm_wgmma_kernel), "rs" (sm_90a, A k-contiguous, its
 // wgmma fragments in registers, both operands through the deep raw ring, gemm_wgmma_rs.cu),
 // "rs-reg" (the same with register-staged global loads), "simple" (any arch, any strides).
-// FLEXKIT_GEMM_KERNEL=simple|ss|ss-reg|rs|rs-reg forces one where it applies (a forced kernel that
-// does not apply falls back to the best that does; FLEXKIT_GEMM_LOG=1 says which).
+// FLEXKIT_GEMM_KERNEL=simple|ss|ss-deep-v1|ss-reg|rs|rs-reg forces one where it applies (a forced
+// kernel that does not apply falls back to the best that does; FLEXKIT_GEMM_LOG=1 says which).
+// FLEXKIT_GEMM_GUARDED_COPIES=1 (debug) sends every stage of "ss" through the guarded copies.
 // FLEXKIT_GEMM_STAGES=n sets the depth of the deep kernels' raw ring (default and cap: what fits
 // in shared memory: ss 4 for a flex16 B, 6 for a u8 B (5 with the wide tile); rs 6 and 8; floor:
-// ss 2, rs 3). FLEXKIT_GEMM_TILE_N=192 gives "ss" a 128 × 192 tile for a u8 B (default 128).
+// ss 2, rs 3). A u8 B gets a 128 × 192 tile in "ss" (the fastest u8 variant measured);
+// FLEXKIT_GEMM_TILE_N=128 asks for the square one.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -124,7 +127,7 @@ __global__ void __launch_bounds__(kFinishThreads)
 
 enum class KernelKind : uint8_t { simple, ss_reg, ss, rs_reg, rs };
 // What FLEXKIT_GEMM_KERNEL asks for.
-enum class KernelChoice : uint8_t { automatic, simple, ss, ss_reg, rs, rs_reg };
+enum class KernelChoice : uint8_t { automatic, simple, ss, ss_deep_v1, ss_reg, rs, rs_reg };
 
 struct PlanKey {
   int device;
@@ -189,13 +192,14 @@ KernelChoice kernel_choice_from_env() {
   const std::string_view v(value);
   if (v == "simple") return KernelChoice::simple;
   if (v == "ss") return KernelChoice::ss;
+  if (v == "ss-deep-v1") return KernelChoice::ss_deep_v1;
   if (v == "ss-reg") return KernelChoice::ss_reg;
   if (v == "rs") return KernelChoice::rs;
   if (v == "rs-reg") return KernelChoice::rs_reg;
   if (v == "auto" || v == "wgmma") return KernelChoice::automatic;
   throw ValueError("FLEXKIT_GEMM_KERNEL='" + std::string(v) +
-                   "': expected 'simple', 'ss', 'ss-reg', 'rs', 'rs-reg', 'wgmma' or "
-                   "'auto'");
+                   "': expected 'simple', 'ss', 'ss-deep-v1', 'ss-reg', 'rs', 'rs-reg', "
+                   "'wgmma' or 'auto'");
 }
 
 int tile_n_from_env() {
@@ -205,6 +209,13 @@ int tile_n_from_env() {
   if (v == "128") return kWgmmaTileN;
   if (v == "192") return kWgmmaWideTileN;
   throw ValueError("FLEXKIT_GEMM_TILE_N='" + std::string(v) + "': expected 128 or 192");
+}
+
+// FLEXKIT_GEMM_GUARDED_COPIES=1: the lean deep kernel copies every stage through the guarded
+// (edge) path, to tell a fault of its unguarded interior copies from one of the rest.
+bool guarded_copies_from_env() {
+  const char* value = std::getenv("FLEXKIT_GEMM_GUARDED_COPIES");
+  return value != nullptr && std::string_view(value) == "1";
 }
 
 int stages_from_env() {
@@ -235,11 +246,13 @@ Plan make_plan(const PlanKey& key) {
   Plan plan;
   const int sms = multiprocessors(key.device);
   if (key.forced != KernelChoice::simple && key.layout_fast && device_is_sm90(key.device)) {
-    // The wide tile: a u8 B in the deep shared-memory kernel, when asked for.
-    const bool wide = key.b_is_u8 && key.tile_n == kWgmmaWideTileN &&
-                      (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss);
+    // The wide tile: a u8 B in the deep shared-memory kernels, unless 128 is asked for.
+    const bool wide = key.b_is_u8 && key.tile_n != kWgmmaTileN &&
+                      (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss ||
+                       key.forced == KernelChoice::ss_deep_v1);
     WgmmaVariant variant{key.b_is_u8, key.a_k_contig, key.b_k_contig, false,
                          wide ? kWgmmaWideTileN : kWgmmaTileN};
+    variant.deep_v1 = key.forced == KernelChoice::ss_deep_v1;
     const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
     const int64_t tiles_n = ceil_div(key.n, variant.tile_n);
     // Split K when one CTA's range would break the int32 exactness bound, and when too few
@@ -310,7 +323,8 @@ void log_plan(const PlanKey& key, const Plan& plan) {
       key.out_is_f32 ? "f32" : "flex16", key.measure ? "measure" : "store",
       plan.kind == KernelKind::rs       ? "wgmma-rs (deep raw ring)"
       : plan.kind == KernelKind::rs_reg ? "wgmma-rs-reg"
-      : plan.kind == KernelKind::ss     ? "wgmma-ss (deep raw ring)"
+      : plan.kind == KernelKind::ss     ? (plan.variant.deep_v1 ? "wgmma-ss (deep raw ring, v1)"
+                                                                : "wgmma-ss (lean deep raw ring)")
       : plan.kind == KernelKind::ss_reg ? "wgmma-ss-reg"
                                         : "simple");
   if (plan.kind != KernelKind::simple)
@@ -439,6 +453,7 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
   args.splits = plan.splits;
   args.k_chunk = plan.k_chunk;
   args.raw_stages = plan.raw_stages;
+  args.guarded_copies = gk::guarded_copies_from_env() ? 1 : 0;
   args.tiles_m = static_cast<int32_t>(plan.tiles_m);
   args.tiles_n = static_cast<int32_t>(plan.tiles_n);
   args.stats = device_stats;

@@ -21,9 +21,11 @@
 // the barrier ending iteration s−1.
 //
 // That register staging keeps only one stage (~32 KB per SM) of loads in flight, far too little
-// to cover ~1 µs of L2/HBM latency at tensor-core rate. gemm_wgmma_deep_kernel (the default, see
-// "The raw ring" below) streams raw tiles into shared memory with cp.async, several stages deep,
-// and splits them from there; gemm_wgmma_kernel stays as FLEXKIT_GEMM_KERNEL=ss-reg.
+// to cover ~1 µs of L2/HBM latency at tensor-core rate. gemm_wgmma_deep_kernel (see "The raw
+// ring" below) streams raw tiles into shared memory with cp.async, several stages deep, and
+// splits them from there; gemm_wgmma_lean_kernel (the default, see "The lean deep kernel") is the
+// same pipeline with its per-stage instruction count cut by ~3×. gemm_wgmma_kernel stays as
+// FLEXKIT_GEMM_KERNEL=ss-reg, gemm_wgmma_deep_kernel as FLEXKIT_GEMM_KERNEL=ss-deep-v1.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -591,6 +593,259 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
   if (!split) commit_block_stats(stats, p.stats);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The lean deep kernel (the default "ss"): gemm_wgmma_deep_kernel's pipeline with the per-stage
+// instruction stream cut down. Measured on the H200, the first deep kernel spent ~690 warp
+// instructions per 64-deep stage (3 300 cycles of issue against 1 024 tensor-core cycles): every
+// stage recomputed each copy's 64-bit source address, its bound clamps and its swizzled
+// destination, and divided by the run-time ring depth twice. Here:
+//   - copies of interior tiles and full stages (all but edge CTAs and the K tail) take a path
+//     with no guards: the per-thread source pointer and shared offsets are computed once per
+//     CTA, and each stage only adds the k step and the slot; the guarded copies above run only
+//     where an operand tile crosses the matrix edge or the stage is the K tail;
+//   - ring slots are running byte offsets (no `%` by the ring depth);
+//   - the wgmma descriptors are built once and advanced by adding constants;
+//   - the transposing split's half-warp row flip is folded into the permute selectors (run-time
+//     selectors cost nothing per stage) instead of 16 selects.
+
+// Fast-path copies of one operand (kRows rows × 64 k of Element) into a raw slot. Chunk j of a
+// thread sits at src + j·step in global memory (except chunk 2 of a wide n-contiguous u8 tile,
+// at src + extra) and at dst(j) in the slot; see the copy_* functions above for the layouts.
+template <typename Element, bool kKContig, int kRows>
+struct LeanCopy {
+  static constexpr int kChunks = kRows * kWgmmaStageK * int(sizeof(Element)) / 16 / kWgmmaThreads;
+  static constexpr bool kS16 = sizeof(Element) == 2;
+  // A 192-row n-contiguous u8 tile has 12 chunks per k-row: chunks 0-7 of each k-row in two
+  // affine passes, chunks 8-11 in a third of four threads per k-row.
+  static constexpr bool kWideRowContig = !kS16 && !kKContig && kRows == kWideTileN;
+  static constexpr uint32_t kDstStep = kS16 || kKContig ? 4096u : uint32_t(kRows) * 32u;
+
+  const unsigned char* src;  // this thread's chunk 0 in the next stage to copy
+  int64_t step;              // bytes from chunk j to chunk j + 1
+  int64_t extra;             // kWideRowContig: bytes from chunk 0 to chunk 2
+  uint32_t dst0, dst1;       // slot offsets (dst1: odd chunks of an s16 n/m-contiguous tile,
+                             // chunk 2 of kWideRowContig)
+
+  __device__ __forceinline__ void init(const Element* tile, int64_t ld) {
+    const int t = threadIdx.x;
+    int64_t first = 0;  // elements
+    extra = 0;
+    dst1 = 0;
+    if constexpr (kS16 && kKContig) {
+      const int row = t >> 3, chunk = t & 7;
+      first = row * ld + 8 * chunk;
+      step = 32 * ld * 2;
+      dst0 = raw_kcontig_s16_offset(row, chunk);
+    } else if constexpr (kS16) {
+      // k = t/16 + 16j: the chunk swizzle key (k/4) % 8 = t/64 ^ 4·(j % 2).
+      const int k = t >> 4, chunk = t & 15;
+      first = k * ld + 8 * chunk;
+      step = 16 * ld * 2;
+      dst0 = raw_rowcontig_offset(k, chunk, 256);
+      dst1 = dst0 ^ 64u;
+    } else if constexpr (kKContig) {
+      const int row = t >> 2, chunk = t & 3;
+      first = row * ld + 16 * chunk;
+      step = 64 * ld;
+      dst0 = row * 64 + 16 * chunk;
+    } else {
+      const int k = t >> 3, chunk = t & 7;
+      first = k * ld + 16 * chunk;
+      step = 32 * ld;
+      dst0 = raw_u8_rowcontig_offset<kRows>(k, chunk);
+      if constexpr (kWideRowContig) {
+        const int k2 = t >> 2, chunk2 = 8 + (t & 3);
+        extra = (int64_t(k2) * ld + 16 * chunk2 - first) * int64_t(sizeof(Element));
+        dst1 = raw_u8_rowcontig_offset<kRows>(k2, chunk2);
+      }
+    }
+    src = reinterpret_cast<const unsigned char*>(tile + first);
+  }
+
+  __device__ __forceinline__ uint32_t dst(int j) const {
+    if constexpr (kS16 && !kKContig) return (j & 1 ? dst1 : dst0) + kDstStep * j;
+    if constexpr (kWideRowContig) return j == 2 ? dst1 : dst0 + kDstStep * j;
+    return dst0 + kDstStep * j;
+  }
+
+  // All chunks of the stage at src into the raw slot at shared address `slot`, 16 bytes each.
+  __device__ __forceinline__ void issue(uint32_t slot) const {
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const unsigned char* s = kWideRowContig && j == 2 ? src + extra : src + j * step;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(slot + dst(j)), "l"(s)
+                   : "memory");
+    }
+  }
+};
+
+// Shared-memory accesses by 32-bit shared address: the split's addresses are then one register
+// plus an immediate, and the per-stage slot base is added once, not per access.
+__device__ __forceinline__ uint4 lds128(uint32_t address) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(address)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ uint2 lds64(uint32_t address) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n"
+               : "=r"(v.x), "=r"(v.y)
+               : "r"(address)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void sts128(uint32_t address, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ void sts32(uint32_t address, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(v) : "memory");
+}
+
+// S16KContig::load_raw + store by shared address: a thread's raw reads are chunks 2c and 2c + 1
+// of rows r and r + 64 (the chunk swizzle f(r) is the same for both rows, and chunk 2c + 1 is
+// chunk 2c with address bit 4 flipped); its plane writes are rows r and r + 64 (the same 64-byte
+// swizzle phase, 4096 bytes apart). Raw slots and planes start on 1024-byte boundaries, so the
+// XOR survives adding the base.
+struct LeanS16KContigSplit {
+  uint32_t raw_offset, plane_offset;
+
+  __device__ __forceinline__ void init() {
+    const int chunk = threadIdx.x & 3;
+    const int row = threadIdx.x >> 2;
+    raw_offset = raw_kcontig_s16_offset(row, 2 * chunk);
+    plane_offset = wgmma::swizzle(row * wgmma::kRowBytes + 16 * chunk);
+  }
+
+  __device__ __forceinline__ void split(uint32_t raw, uint32_t hi) const {
+    const uint32_t from = raw + raw_offset;
+    const uint32_t from_odd = from ^ 16u;
+    const uint32_t to = hi + plane_offset;
+    // All reads first: the accesses are volatile asm, issued in program order, and the second
+    // row's reads should not wait behind the first row's permutes.
+    uint4 even[2], odd[2];
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+      even[it] = lds128(from + 8192 * it);
+      odd[it] = lds128(from_odd + 8192 * it);
+    }
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+      const uint4 a = even[it], b = odd[it];
+      // Word q holds k = 2q (bytes 0 lo, 1 hi) and k = 2q + 1 (bytes 2 lo, 3 hi).
+      const uint4 h = make_uint4(__byte_perm(a.x, a.y, 0x7531), __byte_perm(a.z, a.w, 0x7531),
+                                 __byte_perm(b.x, b.y, 0x7531), __byte_perm(b.z, b.w, 0x7531));
+      const uint4 l = make_uint4(__byte_perm(a.x, a.y, 0x6420), __byte_perm(a.z, a.w, 0x6420),
+                                 __byte_perm(b.x, b.y, 0x6420), __byte_perm(b.z, b.w, 0x6420));
+      sts128(to + 4096 * it, h);
+      sts128(to + 4096 * it + kPlaneBytes, l);
+    }
+  }
+};
+
+// S16RowContig::store without the per-register selects: a thread of the upper half-warp
+// (flip = 1) builds its words already in row order j ^ 1 (the first permutes take run-time
+// selectors), so word j goes to row 8·group + (j ^ flip) as before, at a swizzled offset
+// T ^ C(j) with T = 512·group + 64·flip + 4·kw and C(j) = 144·(j / 2) + 64·(j % 2) (the 64-byte
+// swizzle XORs row bits 1-2 into the chunk bits 4-5; row bit 0 is address bit 6).
+// The raw reads of one thread are one k-word of the same chunk in four consecutive k-rows, so
+// they sit 256 bytes apart (the chunk swizzle key (k/4) % 8 is the same for all four). A plane
+// slot's base is a multiple of 1024, so (base + T) ^ C(j) = base + (T ^ C(j)).
+struct LeanS16RowContigSplit {
+  uint32_t sel_even, sel_odd;  // byte-pair selectors for rows 2q (+flip) and 2q + 1 (−flip)
+  uint32_t raw_offset;         // this thread's first raw read in a slot
+  uint32_t plane_offset;       // T
+
+  __device__ __forceinline__ void init() {
+    const int group = transpose_group();
+    const int kw = transpose_kword();
+    const int flip = transpose_flip();
+    sel_even = flip ? 0x7362u : 0x5140u;
+    sel_odd = flip ? 0x5140u : 0x7362u;
+    raw_offset = raw_rowcontig_offset(4 * kw, group, 256);
+    plane_offset = 512u * group + 64u * flip + 4u * kw;
+  }
+
+  // raw: shared address of the slot's operand part; hi: of the high plane (1024-aligned), the
+  // low plane kPlaneBytes after it.
+  __device__ __forceinline__ void split(uint32_t raw, uint32_t hi) const {
+    const uint32_t from = raw + raw_offset;
+    const uint32_t to = hi + plane_offset;
+    uint4 v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = lds128(from + 256 * i);
+    const uint32_t w[4][4] = {{v[0].x, v[0].y, v[0].z, v[0].w},
+                              {v[1].x, v[1].y, v[1].z, v[1].w},
+                              {v[2].x, v[2].y, v[2].z, v[2].w},
+                              {v[3].x, v[3].y, v[3].z, v[3].w}};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t even01 = __byte_perm(w[0][q], w[1][q], sel_even);
+      const uint32_t even23 = __byte_perm(w[2][q], w[3][q], sel_even);
+      const uint32_t odd01 = __byte_perm(w[0][q], w[1][q], sel_odd);
+      const uint32_t odd23 = __byte_perm(w[2][q], w[3][q], sel_odd);
+      const uint32_t lo_e = __byte_perm(even01, even23, 0x5410);
+      const uint32_t hi_e = __byte_perm(even01, even23, 0x7632);
+      const uint32_t lo_o = __byte_perm(odd01, odd23, 0x5410);
+      const uint32_t hi_o = __byte_perm(odd01, odd23, 0x7632);
+      const uint32_t at_e = to ^ (144u * q);
+      const uint32_t at_o = to ^ (144u * q + 64u);
+      sts32(at_e, hi_e);
+      sts32(at_e + kPlaneBytes, lo_e);
+      sts32(at_o, hi_o);
+      sts32(at_o + kPlaneBytes, lo_o);
+    }
+  }
+};
+
+// The same for U8RowContig (4 k-rows × 8 rows of bytes → 8 rows × 4 k): rows 4h + r of word h.
+struct LeanU8RowContigSplit {
+  uint32_t sel_a, sel_b;  // picks rows 0 and 1 (or 2 and 3) of a pair, swapped when flip
+  uint32_t raw_offset;    // the first of four reads kRows bytes apart
+  uint32_t plane_offset;
+
+  template <int kRows>
+  __device__ __forceinline__ void init(int group_offset) {
+    const int group = transpose_group() + group_offset;
+    const int kw = transpose_kword();
+    const int flip = transpose_flip();
+    sel_a = flip ? 0x7632u : 0x5410u;
+    sel_b = flip ? 0x5410u : 0x7632u;
+    raw_offset = raw_u8_rowcontig_offset<kRows>(4 * kw, group >> 1) + 8 * (group & 1);
+    plane_offset = 512u * group + 64u * flip + 4u * kw;
+  }
+
+  template <int kRows>
+  __device__ __forceinline__ void split(uint32_t raw, uint32_t plane) const {
+    const uint32_t from = raw + raw_offset;
+    const uint32_t to = plane + plane_offset;
+    uint2 v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = lds64(from + kRows * i);
+    const uint32_t w[4][2] = {
+        {v[0].x, v[0].y}, {v[1].x, v[1].y}, {v[2].x, v[2].y}, {v[3].x, v[3].y}};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t p01 = __byte_perm(w[0][h], w[1][h], 0x5140);  // rows 0, 1 of k0, k1
+      const uint32_t p23 = __byte_perm(w[2][h], w[3][h], 0x5140);
+      const uint32_t q01 = __byte_perm(w[0][h], w[1][h], 0x7362);  // rows 2, 3 of k0, k1
+      const uint32_t q23 = __byte_perm(w[2][h], w[3][h], 0x7362);
+      // Output j = 4h + r holds row 4h + (r ^ flip).
+      const uint32_t out[4] = {__byte_perm(p01, p23, sel_a), __byte_perm(p01, p23, sel_b),
+                               __byte_perm(q01, q23, sel_a), __byte_perm(q01, q23, sel_b)};
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int j = 4 * h + r;
+        sts32(to ^ (144u * (j >> 1) + 64u * (j & 1)), out[r]);
+      }
+    }
+  }
+};
+
 }  // namespace wgmma_detail
 
 template <bool kBIsU8, bool kAKContig, bool kBKContig>
@@ -862,22 +1117,239 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #endif
 }
 
-// Explicit instantiation + launch helpers for one element type of B. `deep`: the raw-ring kernel
-// (gemm_wgmma_deep_kernel) instead of the register-staged one.
-// `wide`: the 192-column tile (a u8 B and the deep kernel only).
+// The lean deep kernel (see "The lean deep kernel" above): the same ring, barriers and wgmma
+// sequence as gemm_wgmma_deep_kernel, with the per-stage work reduced to the copies, the split
+// and the wgmmas. Kept separate so that FLEXKIT_GEMM_KERNEL=ss-deep-v1 still runs the first one.
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN>
+__global__ void __launch_bounds__(kWgmmaThreads, 1)
+    gemm_wgmma_lean_kernel(const __grid_constant__ IntegerGemmArgs p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace wgmma_detail;
+  using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
+  static_assert(kTileN == kWgmmaTileN || (kBIsU8 && kTileN == kWideTileN), "tile widths");
+  constexpr int kStageBytes = deep_stage_bytes(kBIsU8, kTileN);
+  constexpr int kAHi = 0, kALo = kPlaneBytes, kBHi = 2 * kPlaneBytes, kBLo = 3 * kPlaneBytes;
+  constexpr int kRawBytes = raw_stage_bytes(kBIsU8, kTileN);
+  constexpr int kAccs = kTileN / 2;
+  constexpr int kRawRing = kDeepPlaneSlots * kStageBytes;
+  constexpr uint32_t kPlaneRingBytes = kDeepPlaneSlots * kStageBytes;
+  constexpr int kDefaultRing = deep_max_raw_stages(kBIsU8, kTileN);
+  static_assert(kDefaultRing >= 2 && kDefaultRing - 2 <= 7, "cp.async.wait_group immediate");
+  const int raw_stages = p.raw_stages;
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* const smem = smem_raw + ((1024u - (raw_address & 1023u)) & 1023u);
+  const uint32_t smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+
+  int64_t tile_m, tile_n;
+  grouped_tile(blockIdx.x, p.tiles_m, p.tiles_n, tile_m, tile_n);
+  const int64_t batch = p.batch_offset + blockIdx.z;
+  const int64_t row0 = tile_m * kWgmmaTileM;
+  const int64_t col0 = tile_n * kTileN;
+  const int64_t k_begin = int64_t(blockIdx.y) * p.k_chunk;
+  const int64_t k_end = p.k < k_begin + p.k_chunk ? p.k : k_begin + p.k_chunk;
+  const int64_t k_len = k_end - k_begin;
+  const int stage_count = static_cast<int>((k_len + kWgmmaStageK - 1) / kWgmmaStageK);
+  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
+  const int rows_b = static_cast<int>(p.n - col0 < kTileN ? p.n - col0 : kTileN);
+
+  const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
+                                row0 * p.a.row_stride + k_begin * p.a.k_stride;
+  const BElement* const b_tile = static_cast<const BElement*>(p.b.data) + batch * p.b.batch_stride +
+                                 col0 * p.b.row_stride + k_begin * p.b.k_stride;
+  const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
+  const int64_t b_ld = kBKContig ? p.b.row_stride : p.b.k_stride;
+  const int64_t a_stage_step = kWgmmaStageK * p.a.k_stride;
+  const int64_t b_stage_step = kWgmmaStageK * p.b.k_stride;
+  auto k_valid = [&](int stage) {
+    const int64_t left = k_len - int64_t(stage) * kWgmmaStageK;
+    return static_cast<int>(left < kWgmmaStageK ? left : kWgmmaStageK);
+  };
+
+  // Copies: unguarded while the whole tile is inside the matrix and the stage is full (decided
+  // once per stage, uniformly for the CTA); the guarded copies only at edges and the K tail.
+  const bool interior = rows_a == kWgmmaTileM && rows_b == kTileN && !p.guarded_copies;
+  const int full_stages = static_cast<int>(k_len / kWgmmaStageK);
+  LeanCopy<int16_t, kAKContig, kWgmmaTileM> a_copy;
+  LeanCopy<BElement, kBKContig, kTileN> b_copy;
+  a_copy.init(a_tile, a_ld);
+  b_copy.init(b_tile, b_ld);
+  const int64_t a_stage_bytes = a_stage_step * int64_t(sizeof(int16_t));
+  const int64_t b_stage_bytes = b_stage_step * int64_t(sizeof(BElement));
+  const uint32_t raw_ring = smem_address + kRawRing;
+  const uint32_t raw_ring_bytes = uint32_t(raw_stages) * kRawBytes;
+  // Stages are issued strictly in order, so the fast path's pointers advance once per issue.
+  auto issue_stage = [&](int stage, uint32_t slot) {
+    const uint32_t raw = raw_ring + slot;
+    if (interior && stage < full_stages) {
+      a_copy.issue(raw);
+      b_copy.issue(raw + kRawS16Bytes);
+    } else {
+      copy_raw_stage<int16_t, kAKContig>(raw, a_tile + stage * a_stage_step, a_ld, rows_a,
+                                         k_valid(stage));
+      copy_raw_stage<BElement, kBKContig, kTileN>(raw + kRawS16Bytes, b_tile + stage * b_stage_step,
+                                                  b_ld, rows_b, k_valid(stage));
+    }
+    a_copy.src += a_stage_bytes;
+    b_copy.src += b_stage_bytes;
+  };
+
+  // Split: the per-thread offsets of the transposing loaders once per CTA.
+  LeanS16RowContigSplit a_transpose, b_transpose;
+  LeanS16KContigSplit k_split;  // the same for A and an int16 B
+  LeanU8RowContigSplit u8_transpose, u8_transpose_extra;
+  if constexpr (kAKContig || (!kBIsU8 && kBKContig)) k_split.init();
+  if constexpr (!kAKContig) a_transpose.init();
+  if constexpr (!kBIsU8 && !kBKContig) b_transpose.init();
+  if constexpr (kBIsU8 && !kBKContig) {
+    u8_transpose.init<kTileN>(0);
+    if constexpr (kTileN > kWgmmaTileN) u8_transpose_extra.init<kTileN>(16);
+  }
+  auto split_stage = [&](uint32_t raw_slot, uint32_t plane_slot) {
+    const uint32_t raw_address = smem_address + kRawRing + raw_slot;
+    const uint32_t base_address = smem_address + plane_slot;
+    if constexpr (kAKContig) {
+      k_split.split(raw_address, base_address + kAHi);
+    } else {
+      a_transpose.split(raw_address, base_address + kAHi);
+    }
+    if constexpr (kBIsU8 && !kBKContig) {
+      u8_transpose.split<kTileN>(raw_address + kRawS16Bytes, base_address + kBHi);
+      // A wider tile's rows 128 … in a second pass of the warps whose 8-row groups exist there.
+      if constexpr (kTileN > kWgmmaTileN) {
+        constexpr int kExtraGroups = (kTileN - kWgmmaTileN) / 8;
+        if (transpose_group() < kExtraGroups)
+          u8_transpose_extra.split<kTileN>(raw_address + kRawS16Bytes, base_address + kBHi);
+      }
+    } else if constexpr (kBIsU8) {
+      // Bytes go to the plane unchanged: the generic loader has no address work to spare.
+      U8KContigT<kTileN> b_loader;
+      b_loader.load_raw(smem + kRawRing + raw_slot + kRawS16Bytes);
+      b_loader.store(smem + plane_slot + kBHi);
+    } else if constexpr (kBKContig) {
+      k_split.split(raw_address + kRawS16Bytes, base_address + kBHi);
+    } else {
+      b_transpose.split(raw_address + kRawS16Bytes, base_address + kBHi);
+    }
+  };
+
+  // Descriptors of plane slot 0 (low words; the high word is the same for all), advanced per
+  // stage and k step by adding (byte offset >> 4): addresses stay below 2^18, so the 14-bit
+  // start-address field never carries into the leading-offset field.
+  const int warpgroup = threadIdx.x >> 7;
+  const uint32_t a_rows_offset = warpgroup * 64 * wgmma::kRowBytes;
+  const uint64_t desc0 = wgmma::descriptor(smem_address);
+  const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
+  const uint32_t desc_lo = static_cast<uint32_t>(desc0);
+  const uint32_t d_a_hi = desc_lo + ((kAHi + a_rows_offset) >> 4);
+  const uint32_t d_a_lo = desc_lo + ((kALo + a_rows_offset) >> 4);
+  const uint32_t d_b_hi = desc_lo + (kBHi >> 4);
+  const uint32_t d_b_lo = desc_lo + (kBLo >> 4);
+  auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
+
+  uint32_t acc_hi[kAccs], acc_mid[kAccs], acc_lo[kAccs];
+#pragma unroll
+  for (int i = 0; i < kAccs; ++i) acc_hi[i] = acc_lo[i] = 0;
+  if constexpr (!kBIsU8) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
+  }
+
+  for (int stage = 0; stage < raw_stages; ++stage) {
+    if (stage < stage_count) issue_stage(stage, uint32_t(stage) * kRawBytes);
+    cp_async_commit();
+  }
+  cp_async_wait_dynamic(raw_stages - 1);
+  __syncthreads();
+  split_stage(0, 0);
+  cp_async_wait_dynamic(raw_stages - 2);
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+
+  // Ring positions as byte offsets: raw_issue holds stage s + R (= s % R), raw_split stage
+  // s + 1, plane_mma stage s (s % 3), plane_split stage s + 1.
+  uint32_t raw_issue = 0, raw_split = kRawBytes;  // raw_stages ≥ 2
+  uint32_t plane_mma = 0, plane_split = kStageBytes;
+#pragma unroll 1
+  for (int stage = 0; stage < stage_count; ++stage) {
+    const uint32_t slot = plane_mma >> 4;
+    wgmma::fence();
+#pragma unroll
+    for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
+      const uint32_t step = slot + 2 * ks;  // 32 bytes along the 64-byte row, >> 4
+      const uint64_t a_hi = desc(d_a_hi + step);
+      const uint64_t a_lo = desc(d_a_lo + step);
+      const uint64_t b_hi = desc(d_b_hi + step);
+      if constexpr (kBIsU8 && kTileN == kWideTileN) {
+        wgmma::wgmma_m64n192k32_s8u8(acc_hi, a_hi, b_hi);
+        wgmma::wgmma_m64n192k32_u8u8(acc_lo, a_lo, b_hi);
+      } else if constexpr (kBIsU8) {
+        wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
+        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
+      } else {
+        const uint64_t b_lo = desc(d_b_lo + step);
+        wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
+        wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
+        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
+        wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+      }
+    }
+    wgmma::commit_group();
+    if (stage + raw_stages < stage_count) issue_stage(stage + raw_stages, raw_issue);
+    cp_async_commit();
+    if (stage + 1 < stage_count) split_stage(raw_split, plane_split);
+    raw_issue = raw_issue + kRawBytes == raw_ring_bytes ? 0u : raw_issue + kRawBytes;
+    raw_split = raw_split + kRawBytes == raw_ring_bytes ? 0u : raw_split + kRawBytes;
+    plane_mma = plane_split;
+    plane_split = plane_split + kStageBytes == kPlaneRingBytes ? 0u : plane_split + kStageBytes;
+    // The default depth (the deepest that fits) waits with one instruction, not a switch.
+    if (raw_stages == kDefaultRing) {
+      cp_async_wait<kDefaultRing - 2>();
+    } else {
+      cp_async_wait_dynamic(raw_stages - 2);
+    }
+    wgmma::wait_group<1>();
+    wgmma::fence_proxy_async_shared();
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+  finish_tile<kBIsU8, kTileN>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a, rows_b);
+#elif defined(__CUDA_ARCH__)
+  __trap();  // the PTX fallback: never launched (prepare_wgmma reports false)
+#endif
+}
+
+// Explicit instantiation + launch helpers for one element type of B. `deep`: a raw-ring kernel
+// instead of the register-staged one: gemm_wgmma_lean_kernel, or with `v1`
+// gemm_wgmma_deep_kernel. `wide`: the 192-column tile (a u8 B and the deep kernels only).
 template <bool kBIsU8>
-bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool wide);
+bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide);
 template <bool kBIsU8>
-void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool wide, dim3 grid,
-                          const IntegerGemmArgs& args, cudaStream_t stream);
+void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide,
+                          dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream);
 
 namespace wgmma_detail {
 
-// kDeep: 0 the register-staged kernel, 1 the deep one, 2 the deep one with the wide tile.
+// kDeep: 0 the register-staged kernel, 1 the lean deep one, 2 the lean deep one with the wide
+// tile, 3 and 4 the same with the first deep kernel (gemm_wgmma_deep_kernel).
+template <int kDeep>
+inline constexpr int kDeepTileN = kDeep == 2 || kDeep == 4 ? kWideTileN : kWgmmaTileN;
+
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kDeep>
+constexpr auto deep_kernel() {
+  constexpr int kTileN = kDeepTileN<kDeep>;
+  if constexpr (kDeep >= 3) {
+    return gemm_wgmma_deep_kernel<kBIsU8, kAKContig, kBKContig, kTileN>;
+  } else {
+    return gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN>;
+  }
+}
+
 template <bool kBIsU8, bool kAKContig, bool kBKContig, int kDeep>
 bool prepare_one() {
-  constexpr int kTileN = kDeep == 2 ? kWideTileN : kWgmmaTileN;
-  auto kernel = kDeep ? gemm_wgmma_deep_kernel<kBIsU8, kAKContig, kBKContig, kTileN>
+  constexpr int kTileN = kDeepTileN<kDeep>;
+  auto kernel = kDeep ? deep_kernel<kBIsU8, kAKContig, kBKContig, kDeep>()
                       : gemm_wgmma_kernel<kBIsU8, kAKContig, kBKContig>;
   cudaFuncAttributes attributes{};
   FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
@@ -894,10 +1366,14 @@ bool prepare_one() {
 template <bool kBIsU8, bool kAKContig, bool kBKContig, int kDeep>
 void launch_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
   if constexpr (kDeep) {
-    constexpr int kTileN = kDeep == 2 ? kWideTileN : kWgmmaTileN;
-    gemm_wgmma_deep_kernel<kBIsU8, kAKContig, kBKContig, kTileN>
-        <<<grid, kWgmmaThreads, deep_smem_bytes(kBIsU8, args.raw_stages, kTileN), stream>>>(args);
-    FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_deep_kernel");
+    constexpr int kTileN = kDeepTileN<kDeep>;
+    constexpr auto kernel = deep_kernel<kBIsU8, kAKContig, kBKContig, kDeep>();
+    kernel<<<grid, kWgmmaThreads, deep_smem_bytes(kBIsU8, args.raw_stages, kTileN), stream>>>(args);
+    if constexpr (kDeep >= 3) {
+      FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_deep_kernel");
+    } else {
+      FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_lean_kernel");
+    }
   } else {
     gemm_wgmma_kernel<kBIsU8, kAKContig, kBKContig>
         <<<grid, kWgmmaThreads, smem_bytes(kBIsU8), stream>>>(args);
@@ -934,26 +1410,35 @@ void launch_layout(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGem
 }  // namespace wgmma_detail
 
 template <bool kBIsU8>
-bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool wide) {
+bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide) {
   using namespace wgmma_detail;
   if constexpr (kBIsU8) {
-    if (deep && wide) return prepare_layout<kBIsU8, 2>(a_k_contig, b_k_contig);
+    if (deep && wide) {
+      return v1 ? prepare_layout<kBIsU8, 4>(a_k_contig, b_k_contig)
+                : prepare_layout<kBIsU8, 2>(a_k_contig, b_k_contig);
+    }
   }
-  return deep ? prepare_layout<kBIsU8, 1>(a_k_contig, b_k_contig)
-              : prepare_layout<kBIsU8, 0>(a_k_contig, b_k_contig);
+  if (!deep) return prepare_layout<kBIsU8, 0>(a_k_contig, b_k_contig);
+  return v1 ? prepare_layout<kBIsU8, 3>(a_k_contig, b_k_contig)
+            : prepare_layout<kBIsU8, 1>(a_k_contig, b_k_contig);
 }
 
 template <bool kBIsU8>
-void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool wide, dim3 grid,
-                          const IntegerGemmArgs& args, cudaStream_t stream) {
+void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide,
+                          dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
   using namespace wgmma_detail;
   if constexpr (kBIsU8) {
-    if (deep && wide) return launch_layout<kBIsU8, 2>(a_k_contig, b_k_contig, grid, args, stream);
+    if (deep && wide) {
+      if (v1) return launch_layout<kBIsU8, 4>(a_k_contig, b_k_contig, grid, args, stream);
+      return launch_layout<kBIsU8, 2>(a_k_contig, b_k_contig, grid, args, stream);
+    }
   }
-  if (deep) {
-    launch_layout<kBIsU8, 1>(a_k_contig, b_k_contig, grid, args, stream);
-  } else {
+  if (!deep) {
     launch_layout<kBIsU8, 0>(a_k_contig, b_k_contig, grid, args, stream);
+  } else if (v1) {
+    launch_layout<kBIsU8, 3>(a_k_contig, b_k_contig, grid, args, stream);
+  } else {
+    launch_layout<kBIsU8, 1>(a_k_contig, b_k_contig, grid, args, stream);
   }
 }
 

@@ -3,13 +3,13 @@
 
 namespace flexkit::backend::cuda::gemm_kernels {
 
-bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool wide) {
-  return prepare_wgmma_variant<true>(a_k_contig, b_k_contig, deep, wide);
+bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide) {
+  return prepare_wgmma_variant<true>(a_k_contig, b_k_contig, deep, v1, wide);
 }
 
-void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool wide, dim3 grid,
+void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide, dim3 grid,
                      const IntegerGemmArgs& args, cudaStream_t stream) {
-  launch_wgmma_variant<true>(a_k_contig, b_k_contig, deep, wide, grid, args, stream);
+  launch_wgmma_variant<true>(a_k_contig, b_k_contig, deep, v1, wide, grid, args, stream);
 }
 
 std::size_t wgmma_smem_bytes(bool b_is_u8) {
@@ -21,18 +21,21 @@ int wgmma_max_raw_stages(bool b_is_u8, int tile_n) {
 }
 
 bool prepare_wgmma(const WgmmaVariant& variant) {
-  return variant.b_is_u8 ? prepare_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep,
-                                            variant.tile_n == wgmma_detail::kWideTileN)
-                         : prepare_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep);
+  return variant.b_is_u8
+             ? prepare_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep,
+                                variant.deep_v1, variant.tile_n == wgmma_detail::kWideTileN)
+             : prepare_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep,
+                                 variant.deep_v1);
 }
 
 void launch_wgmma(const WgmmaVariant& variant, dim3 grid, const IntegerGemmArgs& args,
                   cudaStream_t stream) {
   if (variant.b_is_u8) {
-    launch_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep,
+    launch_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep, variant.deep_v1,
                     variant.tile_n == wgmma_detail::kWideTileN, grid, args, stream);
   } else {
-    launch_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep, grid, args, stream);
+    launch_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep, variant.deep_v1, grid,
+                     args, stream);
   }
 }
 
