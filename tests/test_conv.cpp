@@ -3,13 +3,15 @@
 // spatial dims × kernel sizes × padding × stride × dilation × upscale on small shapes, then a few
 // large cases once; checks bprop / update as adjoints of fprop (exact integer identity for
 // flex16, finite differences for f32), beta, the iwl policies, statistics, views, the layout
-// helpers, the plan cache and the refusals. CUDA is not available for convolution yet: on the
-// cuda run only the refusal is checked.
+// helpers, the plan cache and the refusals. Every test runs on the device of the run
+// (--device=cpu|cuda); the cuda run also checks that CPU and CUDA give bit-identical flex16
+// results for the same operands.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,11 +22,6 @@
 
 namespace flexkit {
 namespace {
-
-#define SKIP_ON_CUDA()                                                              \
-  if (test::device().is_cuda())                                                     \
-  GTEST_SKIP() << "convolution is not yet available on CUDA (the CUDA kernels are " \
-                  "a later step; ConvRefusesCuda checks the refusal)"
 
 using Ints = std::vector<std::int64_t>;
 using Arr3 = std::array<std::int64_t, 3>;
@@ -312,7 +309,6 @@ TEST(Conv, OutputSizeFollowsTheStandardFormula) {
 }
 
 TEST(Conv, SpecDiscriminatorIsExact) {
-  SKIP_ON_CUDA();
   // A 1×1 convolution over 3 channels is a dot product: exact integer sum 1 (fp32 gives 0).
   Array I = flex_array({32767, -32767, 1}, 15, {3, 1, 1});
   Array F = flex_array({32767, 32767, 1}, 15, {3, 1, 1});
@@ -327,7 +323,6 @@ TEST(Conv, SpecDiscriminatorIsExact) {
 // the spatial extents cycling through small values, flex16 (u8 spikes on alternate cases) and
 // f32, all three directions.
 TEST(Conv, GridAgainstDirectReference) {
-  SKIP_ON_CUDA();
   const std::int64_t channel_sizes[] = {1, 3, 8, 17};
   int index = 0, failures = 0, configs = 0;
   for (int dims : {1, 2, 3})
@@ -373,7 +368,6 @@ TEST(Conv, GridAgainstDirectReference) {
 }
 
 TEST(Conv, LargeCasesOnce) {
-  SKIP_ON_CUDA();
   {  // AlexNet's first layer geometry: 227 → 55 with an 11×11 filter at stride 4.
     Geo g;
     g.dims = 2;
@@ -411,7 +405,6 @@ TEST(Conv, LargeCasesOnce) {
 // <fprop(I, F), E> = <I, bprop(F, E)> = <F, update(I, E)>: with small integers, unit exponents
 // and scale 0 every output mantissa is its exact accumulator, so the identity holds exactly.
 TEST(Conv, BpropAndUpdateAreExactAdjointsOfFprop) {
-  SKIP_ON_CUDA();
   int index = 0;
   for (int dims : {1, 2, 3})
     for (bool spikes : {false, true}) {
@@ -463,7 +456,6 @@ TEST(Conv, BpropAndUpdateAreExactAdjointsOfFprop) {
 // f32: bprop and update against central differences of L(I, F) = <fprop(I, F), E>, summed in
 // float64, at a few random elements.
 TEST(Conv, Float32GradientsMatchFiniteDifferences) {
-  SKIP_ON_CUDA();
   Geo g;
   g.dims = 2;
   g.C = 3, g.K = 5, g.N = 2;
@@ -513,7 +505,6 @@ Geo small_geo() {
 }
 
 TEST(Conv, BetaAccumulatesAndAlphaScales) {
-  SKIP_ON_CUDA();
   const Geo g = small_geo();
   const Ints in = random_ints(g.input_size(), -32768, 32767, 5);
   const Ints flt = random_ints(g.filter_size(), -32768, 32767, 6);
@@ -548,7 +539,6 @@ TEST(Conv, BetaAccumulatesAndAlphaScales) {
 
 // update finishes its accumulators itself (not through gemm_cpu): the same beta / alpha rules.
 TEST(Conv, UpdateBetaAccumulatesAndAlphaScales) {
-  SKIP_ON_CUDA();
   const Geo g = small_geo();
   const Ints in = random_ints(g.input_size(), 0, 255, 30);  // spikes
   const Ints grad = random_ints(g.output_size(), -32768, 32767, 31);
@@ -581,7 +571,6 @@ TEST(Conv, UpdateBetaAccumulatesAndAlphaScales) {
 }
 
 TEST(Conv, ExactPolicyPicksTheSmallestExponentThatHolds) {
-  SKIP_ON_CUDA();
   const Geo g = small_geo();
   const Ints in = random_ints(g.input_size(), -32768, 32767, 11);
   const Ints flt = random_ints(g.filter_size(), -32768, 32767, 12);
@@ -615,7 +604,6 @@ TEST(Conv, ExactPolicyPicksTheSmallestExponentThatHolds) {
 // Inputs as strided views (NCHW transposed without a copy), outputs that are slices (staged
 // through a contiguous copy) and a grad_output view for update.
 TEST(Conv, StridedViewsInAndOut) {
-  SKIP_ON_CUDA();
   const Geo g = small_geo();
   const Ints in = random_ints(g.input_size(), -32768, 32767, 14);
   const Ints flt = random_ints(g.filter_size(), -32768, 32767, 15);
@@ -670,7 +658,6 @@ TEST(Conv, StridedViewsInAndOut) {
 }
 
 TEST(Conv, RepeatedRunsAreBitIdentical) {
-  SKIP_ON_CUDA();
   Geo g;
   g.dims = 2;
   g.C = 17, g.K = 8, g.N = 3;
@@ -699,7 +686,6 @@ TEST(Conv, RepeatedRunsAreBitIdentical) {
 }
 
 TEST(Conv, PlansAreReusableAndCached) {
-  SKIP_ON_CUDA();
   const Geo g = small_geo();
   ConvPlan plan(g.input_shape(), g.filter_shape(), g.params());
   EXPECT_EQ(plan.spatial_dims(), 2);
@@ -727,7 +713,6 @@ TEST(Conv, PlansAreReusableAndCached) {
 }
 
 TEST(Conv, LayoutHelpers) {
-  SKIP_ON_CUDA();
   // NCHW (2, 3, 4, 5) → CHWN (3, 4, 5, 2): element [n, c, h, w] lands at [c, h, w, n].
   std::vector<float> v(2 * 3 * 4 * 5);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
@@ -813,7 +798,6 @@ TEST(Conv, RefusesBadGeometry) {
 }
 
 TEST(Conv, RefusesBadOperandsAndWritesNothing) {
-  SKIP_ON_CUDA();
   const Geo g = small_geo();
   const Device dev = test::device();
   Array I = flex_array(random_ints(g.input_size(), -9, 9, 24), 0, g.input_shape());
@@ -871,13 +855,143 @@ TEST(Conv, RefusesBadOperandsAndWritesNothing) {
   EXPECT_EQ(O.iwl(), 3);
 }
 
-TEST(Conv, RefusesCuda) {
-  if (!test::device().is_cuda()) GTEST_SKIP() << "checks the CUDA refusal";
-  const Geo g = small_geo();
-  Array I = Array::zeros(g.input_shape(), DType::f32, test::device());
-  Array F = Array::zeros(g.filter_shape(), DType::f32, test::device());
-  Array O = Array::zeros(g.output_shape(), DType::f32, test::device());
-  expect_error<UnsupportedError>([&] { fprop(I, F, O, g.params()); }, "not yet available on CUDA");
+// ---- CPU and CUDA -------------------------------------------------------------------------------
+// SPEC §1's promise: the same integer operands give the same mantissas, exponent and statistics on
+// the CPU and on CUDA, for every direction in 1-3 dims and every way an output is finished: a
+// fixed exponent one step too fine (rounding and saturation), the exact policy (its measuring
+// pass), alpha / beta (the double path, reading the old output) and an f32 output.
+
+// The operands and output of one run, made on `device` from the same host data.
+struct DeviceCase {
+  Array x, y, out;
+};
+
+Array make_flex(const Ints& v, int iwl, const Shape& shape, Device device) {
+  std::vector<std::int16_t> m(v.begin(), v.end());
+  return Array::from_flex16(m, iwl, shape, device);
+}
+
+// Counts the elements where the two results differ (bitwise for f32), reporting the first few.
+int count_differences(const Array& cpu, const Array& gpu, const std::string& what) {
+  int bad = 0;
+  if (cpu.dtype() == DType::flex16) {
+    const Ints a = ints_of(cpu), b = ints_of(gpu);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a[i] != b[i] && ++bad <= 3)
+        ADD_FAILURE() << what << " element " << i << ": cpu " << a[i] << ", cuda " << b[i];
+    EXPECT_EQ(cpu.iwl(), gpu.iwl()) << what;
+    EXPECT_EQ(cpu.stats().max_abs_m, gpu.stats().max_abs_m) << what;
+    EXPECT_EQ(cpu.stats().saturated, gpu.stats().saturated) << what;
+    EXPECT_EQ(cpu.stats().nan_count, gpu.stats().nan_count) << what;
+  } else {
+    const auto a = cpu.to_vector<float>(), b = gpu.to_vector<float>();
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && ++bad <= 3)
+        ADD_FAILURE() << what << " element " << i << ": cpu " << a[i] << ", cuda " << b[i];
+  }
+  return bad;
+}
+
+TEST(Conv, CpuAndCudaAreBitIdentical) {
+  if (!test::device().is_cuda()) GTEST_SKIP() << "compares the CPU with the CUDA device";
+  const Device cpu = Device::cpu(), gpu = test::device();
+  std::vector<Geo> geos;
+  {  // 1-d, long enough that the CUDA update sums several slices (700 · 16 > 4096 terms).
+    Geo g;
+    g.dims = 1;
+    g.C = 5, g.K = 7, g.N = 16;
+    g.in = {1, 1, 700};
+    g.flt = {1, 1, 5};
+    g.pad = {0, 0, 2};
+    geos.push_back(g);
+  }
+  {  // 2-d with a stride.
+    Geo g;
+    g.dims = 2;
+    g.C = 6, g.K = 9, g.N = 4;
+    g.in = {1, 19, 17};
+    g.flt = {1, 3, 3};
+    g.pad = {0, 1, 1};
+    g.str = {1, 2, 1};
+    geos.push_back(g);
+  }
+  {  // 2-d with dilation and upscale.
+    Geo g;
+    g.dims = 2;
+    g.C = 4, g.K = 5, g.N = 3;
+    g.in = {1, 9, 8};
+    g.flt = {1, 3, 2};
+    g.pad = {0, 2, 1};
+    g.str = {1, 1, 2};
+    g.dil = {1, 2, 1};
+    g.up = {1, 1, 2};
+    geos.push_back(g);
+  }
+  {  // 3-d, every parameter in some dim.
+    Geo g;
+    g.dims = 3;
+    g.C = 3, g.K = 4, g.N = 2;
+    g.in = {6, 7, 8};
+    g.flt = {3, 2, 3};
+    g.pad = {1, 0, 1};
+    g.str = {1, 2, 1};
+    g.dil = {2, 1, 1};
+    g.up = {1, 1, 2};
+    geos.push_back(g);
+  }
+  enum class Finish { exact, fixed_fine, alpha_beta, f32_out };
+  int bad = 0;
+  unsigned seed = 100;
+  for (const Geo& g : geos)
+    for (bool spikes : {false, true})
+      for (Dir dir : {Dir::fprop, Dir::bprop, Dir::update}) {
+        if (dir == Dir::bprop && spikes) continue;
+        seed += 10;
+        const Shape si = g.input_shape(), sf = g.filter_shape(), so = g.output_shape();
+        const Shape shape = dir == Dir::fprop ? so : dir == Dir::bprop ? si : sf;
+        const Ints in = spikes ? random_ints(g.input_size(), 0, 255, seed)
+                               : random_ints(g.input_size(), -32768, 32767, seed);
+        const Ints flt = random_ints(g.filter_size(), -32768, 32767, seed + 1);
+        const Ints grad = random_ints(g.output_size(), -32768, 32767, seed + 2);
+        const Ints old = random_ints(shape_numel(shape), -32768, 32767, seed + 3);
+        const auto old_f = random_reals(shape_numel(shape), seed + 4);
+        auto make = [&](Device d, Finish f) {
+          Array I = spikes
+                        ? Array::from_vector(std::vector<std::uint8_t>(in.begin(), in.end()), si, d)
+                        : make_flex(in, 3, si, d);
+          Array F = make_flex(flt, -2, sf, d), E = make_flex(grad, 5, so, d);
+          Array out =
+              f == Finish::f32_out
+                  ? Array::from_vector(std::vector<float>(old_f.begin(), old_f.end()), shape, d)
+                  : make_flex(old, 9, shape, d);
+          if (dir == Dir::fprop) return DeviceCase{I, F, out};
+          if (dir == Dir::bprop) return DeviceCase{F, E, out};
+          return DeviceCase{I, E, out};
+        };
+        auto run = [&](const DeviceCase& c, const ConvOptions& o) {
+          if (dir == Dir::fprop) fprop(c.x, c.y, c.out, g.params(), o);
+          if (dir == Dir::bprop) bprop(c.x, c.y, c.out, g.params(), o);
+          if (dir == Dir::update) update(c.x, c.y, c.out, g.params(), o);
+        };
+        int exact_iwl = 0;
+        for (Finish f : {Finish::exact, Finish::fixed_fine, Finish::alpha_beta, Finish::f32_out}) {
+          ConvOptions o;
+          if (f == Finish::exact) o.iwl_policy = IwlPolicy::exact;
+          if (f == Finish::fixed_fine) o.iwl = exact_iwl - 1;
+          if (f == Finish::alpha_beta) o.iwl = exact_iwl, o.alpha = -0.75, o.beta = 0.5;
+          if (f == Finish::f32_out) o.alpha = 1.5, o.beta = 1.0;
+          const DeviceCase on_cpu = make(cpu, f), on_gpu = make(gpu, f);
+          run(on_cpu, o);
+          run(on_gpu, o);
+          if (f == Finish::exact) exact_iwl = on_cpu.out.iwl();
+          const std::string what = g.str_() + (spikes ? " u8" : " flex16") + " dir " +
+                                   std::to_string(static_cast<int>(dir)) + " finish " +
+                                   std::to_string(static_cast<int>(f));
+          bad += count_differences(on_cpu.out, on_gpu.out, what);
+          if (bad > 20) FAIL() << "stopping after " << bad << " differences";
+        }
+      }
+  EXPECT_EQ(bad, 0);
 }
 
 }  // namespace

@@ -74,8 +74,9 @@ class ConvPlan {
 
   // O = alpha · conv(I, F) + beta · O. Throws ShapeError (an operand whose shape does not match
   // the plan; the message gives the expected shape), DTypeError, DeviceError, ValueError (the
-  // output overlapping an input, a broadcast output, non-finite alpha / beta), UnsupportedError
-  // (CUDA arrays: not available yet). Nothing is written when it throws.
+  // output overlapping an input, a broadcast output, non-finite alpha / beta). Nothing is
+  // written when it throws. On CUDA the kernels are direct (one output per thread, exact and
+  // deterministic, not yet tiled onto the tensor cores).
   void fprop(const Array& input, const Array& filter, const Array& output,
              const ConvOptions& options = {}) const;
   // gradI = alpha · ∂⟨O, E⟩/∂I + beta · gradI, where E has the output's shape.

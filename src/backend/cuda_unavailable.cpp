@@ -1,5 +1,6 @@
 // The CUDA entry points of a build without a CUDA toolkit: nothing is found, and anything that
 // needs a device says why it cannot run.
+#include "backend/cuda/conv/conv_direct.hpp"
 #include "backend/device_memory.hpp"
 #include "backend/expr_backend.hpp"
 #include "backend/strided_ops.hpp"
@@ -114,3 +115,17 @@ portable::GemmStats gemm_integer_cuda_sync(const GemmProblem&, int, void*) {
 }
 
 }  // namespace flexkit::gemm
+
+namespace flexkit::conv {
+
+portable::GemmStats fprop_cuda(const ConvProblem&, int, void*) {
+  unavailable("conv fprop");
+}
+portable::GemmStats bprop_cuda(const ConvProblem&, int, void*) {
+  unavailable("conv bprop");
+}
+portable::GemmStats update_cuda(const ConvProblem&, int, void*) {
+  unavailable("conv update");
+}
+
+}  // namespace flexkit::conv

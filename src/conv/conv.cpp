@@ -1,16 +1,18 @@
 // ConvPlan's calls: checking each call's arrays against the plan, normalising them into a
 // ConvProblem (strides, not copies, wherever the layout allows), the iwl policies and the
-// statistics, then the CPU kernels. The exact policy runs the convolution twice, measuring and
-// then storing, as dot() does.
+// statistics, then the CPU or CUDA kernels (the same ConvProblem either way). The exact policy
+// runs the convolution twice, measuring and then storing, as dot() does.
 #include <array>
 #include <cmath>
 #include <optional>
 #include <string>
 
+#include "backend/cuda/conv/conv_direct.hpp"
 #include "conv/conv_cpu.hpp"
 #include "conv/conv_internal.hpp"
 #include "core/text.hpp"
 #include "flexkit/conv.hpp"
+#include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/flex16.hpp"
 #include "gemm/exact_output.hpp"
@@ -180,9 +182,6 @@ void check_call(const Direction& d, const ConvPlan& plan, const Array& x, const 
     throw ValueError(cat("conv ", d.name, ": ", d.out_name, " overlaps an input (",
                          operands_text(d, x, y, out),
                          "); the convolution would read what it writes — pass a separate array"));
-  if (out.device().is_cuda())
-    throw UnsupportedError(cat("conv ", d.name, ": not yet available on CUDA (", out.device().str(),
-                               "); run it on cpu arrays"));
 }
 
 // The output as the matrix ConvProblem::out describes, when its layout allows.
@@ -205,7 +204,14 @@ std::optional<gemm::OutputRef> output_matrix(const Direction& d, const Array& ou
   return r;
 }
 
-portable::GemmStats run_cpu(const Direction& d, const ConvProblem& p) {
+// Runs one direction on the operands' device (check_call put them all on one).
+portable::GemmStats run_kernels(const Direction& d, const ConvProblem& p, Device device) {
+  if (device.is_cuda()) {
+    void* stream = cuda::current_stream(device.index);
+    if (&d == &kFprop) return fprop_cuda(p, device.index, stream);
+    if (&d == &kBprop) return bprop_cuda(p, device.index, stream);
+    return update_cuda(p, device.index, stream);
+  }
   if (&d == &kFprop) return fprop_cpu(p);
   if (&d == &kBprop) return bprop_cpu(p);
   return update_cpu(p);
@@ -237,18 +243,18 @@ void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& 
   int out_iwl = 0;
   portable::GemmStats stats;
   if (x.dtype() == DType::f32) {
-    stats = run_cpu(d, p);
+    stats = run_kernels(d, p, out.device());
   } else {
     const gemm::ExactOutput exact = gemm::exact_output(x, y, work, o.alpha, o.beta);
     out_iwl = flex_out ? (o.iwl ? *o.iwl : out.iwl()) : 0;
     if (flex_out && o.iwl_policy == IwlPolicy::exact) {
       p.epilogue = gemm::make_epilogue(exact, out_iwl);
       p.mode = gemm::EpilogueMode::measure;
-      out_iwl = gemm::exact_iwl(run_cpu(d, p), exact);
+      out_iwl = gemm::exact_iwl(run_kernels(d, p, out.device()), exact);
     }
     p.epilogue = gemm::make_epilogue(exact, out_iwl);
     p.mode = gemm::EpilogueMode::store;
-    stats = run_cpu(d, p);
+    stats = run_kernels(d, p, out.device());
   }
   if (!work.shares_storage(out)) {
     Array target = out;  // a handle: writes go through to the caller's elements
