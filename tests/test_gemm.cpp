@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/gemm.hpp"
 #include "support/test_device.hpp"
@@ -430,6 +431,23 @@ TEST(Dot, BatchedWithASharedOperand) {
     EXPECT_EQ(alone.to_vector<float>(), oi.to_vector<float>()) << "batch " << i;
     expect_matches(ai, ci, alone, r, {}, "batched both");
   }
+}
+
+TEST(Dot, RepeatedShapesReuseTheirPlan) {
+  if (!test::device().is_cuda()) GTEST_SKIP() << "the plan cache belongs to the CUDA kernels";
+  Device d = test::device();
+  Array a = flex_array(random_ints(70 * 90, -32768, 32767, 71), 0, {70, 90}, d);
+  Array b = flex_array(random_ints(90 * 110, -32768, 32767, 72), 0, {90, 110}, d);
+  Array out = Array::zeros({70, 110}, DType::flex16, d);
+  dot(a, b, out, {.iwl = 10});
+  cuda::GemmPlanStats first = cuda::gemm_plan_stats();
+  dot(a, b, out, {.iwl = 11});  // same shape and layout, other exponent: same plan
+  cuda::GemmPlanStats again = cuda::gemm_plan_stats();
+  EXPECT_EQ(again.plans_made, first.plans_made);
+  EXPECT_EQ(again.plan_hits, first.plan_hits + 1);
+  Array out2 = Array::zeros({70, 90}, DType::flex16, d);
+  dot(a, b.index(":, :90"), out2, {.iwl = 10});  // another shape: one new plan
+  EXPECT_EQ(cuda::gemm_plan_stats().plans_made, first.plans_made + 1);
 }
 
 TEST(Dot, RepeatedRunsAreBitIdentical) {

@@ -90,6 +90,14 @@ struct KernelCacheStats {
   std::uint64_t corrupt_files = 0;  // cubins on disk that failed verification (then rebuilt)
 };
 KernelCacheStats kernel_cache_stats();
+// The exact GEMM's plan cache (tile, split, workspace per shape class and layout): plans made
+// and calls that reused one.
+struct GemmPlanStats {
+  std::uint64_t plans_made = 0;
+  std::uint64_t plan_hits = 0;
+};
+GemmPlanStats gemm_plan_stats();
+
 // Forgets the in-memory modules (the disk cache stays), as a new process would start.
 void clear_kernel_memory_cache();
 

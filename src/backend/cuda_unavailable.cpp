@@ -24,6 +24,9 @@ KernelCacheStats kernel_cache_stats() {
   return {};
 }
 void clear_kernel_memory_cache() {}
+GemmPlanStats gemm_plan_stats() {
+  return {};
+}
 bool built_with_cuda() {
   return false;
 }

@@ -4,16 +4,17 @@
 //
 // Kernels: "ss" (sm_90a, the default: both operands through shared memory, any unit-stride layout,
 // raw tiles streamed by a deep cp.async ring, gemm_wgmma_lean_kernel), "ss-deep-v1" (the first
-// deep kernel, gemm_wgmma_deep_kernel, kept to compare against), "ss-reg" (the same with
+// deep kernel, gemm_wgmma_deep_kernel, kept to compare against), "ss-lean-v1" (the lean kernel
+// before its split was software-pipelined, the same comparison), "ss-reg" (the same with
 // register-staged loads one stage ahead, gemm_wgmma_kernel), "rs" (sm_90a, A k-contiguous, its
 // wgmma fragments in registers, both operands through the deep raw ring, gemm_wgmma_rs.cu),
 // "rs-reg" (the same with register-staged global loads), "simple" (any arch, any strides).
-// FLEXKIT_GEMM_KERNEL=simple|ss|ss-deep-v1|ss-reg|rs|rs-reg forces one where it applies (a forced
-// kernel that does not apply falls back to the best that does; FLEXKIT_GEMM_LOG=1 says which).
-// FLEXKIT_GEMM_GUARDED_COPIES=1 (debug) sends every stage of "ss" through the guarded copies.
-// FLEXKIT_GEMM_STAGES=n sets the depth of the deep kernels' raw ring (default and cap: what fits
-// in shared memory: ss 4 for a flex16 B, 6 for a u8 B (5 with the wide tile); rs 6 and 8; floor:
-// ss 2, rs 3). A u8 B gets a 128 × 192 tile in "ss" (the fastest u8 variant measured);
+// FLEXKIT_GEMM_KERNEL=simple|ss|ss-deep-v1|ss-lean-v1|ss-reg|rs|rs-reg forces one where it applies
+// (a forced kernel that does not apply falls back to the best that does; FLEXKIT_GEMM_LOG=1 says
+// which). FLEXKIT_GEMM_GUARDED_COPIES=1 (debug) sends every stage of "ss" through the guarded
+// copies. FLEXKIT_GEMM_STAGES=n sets the depth of the deep kernels' raw ring (default and cap: what
+// fits in shared memory: ss 4 for a flex16 B, 6 for a u8 B (5 with the wide tile); rs 6 and 8;
+// floor: ss 2, rs 3). A u8 B gets a 128 × 192 tile in "ss" (the fastest u8 variant measured);
 // FLEXKIT_GEMM_TILE_N=128 asks for the square one.
 #include <cuda_runtime.h>
 
@@ -32,10 +33,16 @@
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
 #include "backend/cuda/launch_support.hpp"
+#include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
 #include "gemm/gemm_cuda.hpp"
 
 namespace flexkit::backend::cuda::gemm_kernels {
+
+struct GemmPlanCounts {
+  std::uint64_t made, hits;
+};
+
 namespace {
 
 // The simple kernel: a 64 × 64 output tile per 256-thread block, K in steps of 16 through shared
@@ -127,7 +134,16 @@ __global__ void __launch_bounds__(kFinishThreads)
 
 enum class KernelKind : uint8_t { simple, ss_reg, ss, rs_reg, rs };
 // What FLEXKIT_GEMM_KERNEL asks for.
-enum class KernelChoice : uint8_t { automatic, simple, ss, ss_deep_v1, ss_reg, rs, rs_reg };
+enum class KernelChoice : uint8_t {
+  automatic,
+  simple,
+  ss,
+  ss_deep_v1,
+  ss_lean_v1,
+  ss_reg,
+  rs,
+  rs_reg
+};
 
 struct PlanKey {
   int device;
@@ -193,13 +209,14 @@ KernelChoice kernel_choice_from_env() {
   if (v == "simple") return KernelChoice::simple;
   if (v == "ss") return KernelChoice::ss;
   if (v == "ss-deep-v1") return KernelChoice::ss_deep_v1;
+  if (v == "ss-lean-v1") return KernelChoice::ss_lean_v1;
   if (v == "ss-reg") return KernelChoice::ss_reg;
   if (v == "rs") return KernelChoice::rs;
   if (v == "rs-reg") return KernelChoice::rs_reg;
   if (v == "auto" || v == "wgmma") return KernelChoice::automatic;
   throw ValueError("FLEXKIT_GEMM_KERNEL='" + std::string(v) +
-                   "': expected 'simple', 'ss', 'ss-deep-v1', 'ss-reg', 'rs', 'rs-reg', "
-                   "'wgmma' or 'auto'");
+                   "': expected 'simple', 'ss', 'ss-deep-v1', 'ss-lean-v1', 'ss-reg', 'rs', "
+                   "'rs-reg', 'wgmma' or 'auto'");
 }
 
 int tile_n_from_env() {
@@ -247,12 +264,14 @@ Plan make_plan(const PlanKey& key) {
   const int sms = multiprocessors(key.device);
   if (key.forced != KernelChoice::simple && key.layout_fast && device_is_sm90(key.device)) {
     // The wide tile: a u8 B in the deep shared-memory kernels, unless 128 is asked for.
-    const bool wide = key.b_is_u8 && key.tile_n != kWgmmaTileN &&
-                      (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss ||
-                       key.forced == KernelChoice::ss_deep_v1);
+    const bool wide =
+        key.b_is_u8 && key.tile_n != kWgmmaTileN &&
+        (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss ||
+         key.forced == KernelChoice::ss_deep_v1 || key.forced == KernelChoice::ss_lean_v1);
     WgmmaVariant variant{key.b_is_u8, key.a_k_contig, key.b_k_contig, false,
                          wide ? kWgmmaWideTileN : kWgmmaTileN};
     variant.deep_v1 = key.forced == KernelChoice::ss_deep_v1;
+    variant.lean_v1 = key.forced == KernelChoice::ss_lean_v1;
     const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
     const int64_t tiles_n = ceil_div(key.n, variant.tile_n);
     // Split K when one CTA's range would break the int32 exactness bound, and when too few
@@ -323,8 +342,10 @@ void log_plan(const PlanKey& key, const Plan& plan) {
       key.out_is_f32 ? "f32" : "flex16", key.measure ? "measure" : "store",
       plan.kind == KernelKind::rs       ? "wgmma-rs (deep raw ring)"
       : plan.kind == KernelKind::rs_reg ? "wgmma-rs-reg"
-      : plan.kind == KernelKind::ss     ? (plan.variant.deep_v1 ? "wgmma-ss (deep raw ring, v1)"
-                                                                : "wgmma-ss (lean deep raw ring)")
+      : plan.kind == KernelKind::ss
+          ? (plan.variant.deep_v1   ? "wgmma-ss (deep raw ring, v1)"
+             : plan.variant.lean_v1 ? "wgmma-ss (lean deep raw ring, v1)"
+                                    : "wgmma-ss (lean deep raw ring, pipelined)")
       : plan.kind == KernelKind::ss_reg ? "wgmma-ss-reg"
                                         : "simple");
   if (plan.kind != KernelKind::simple)
@@ -347,12 +368,20 @@ void log_plan(const PlanKey& key, const Plan& plan) {
   std::fprintf(stderr, "\n");
 }
 
+// Counted under the plan mutex; read by flexkit::cuda::gemm_plan_stats().
+std::mutex g_plan_mutex;
+std::uint64_t g_plans_made = 0;
+std::uint64_t g_plan_hits = 0;
+
 const Plan& plan_for(const PlanKey& key) {
-  static std::mutex mutex;
   static std::map<PlanKey, Plan> plans;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  std::lock_guard<std::mutex> lock(g_plan_mutex);
+  if (auto it = plans.find(key); it != plans.end()) {
+    ++g_plan_hits;
+    return it->second;
+  }
   const Plan& plan = plans.emplace(key, make_plan(key)).first->second;  // map nodes never move
+  ++g_plans_made;
   log_plan(key, plan);
   return plan;
 }
@@ -384,7 +413,22 @@ void check_problem(const gemm::GemmProblem& p, const portable::GemmStats* device
 }
 
 }  // namespace
+
+GemmPlanCounts plan_counts() {
+  std::lock_guard<std::mutex> lock(g_plan_mutex);
+  return {g_plans_made, g_plan_hits};
+}
+
 }  // namespace flexkit::backend::cuda::gemm_kernels
+
+namespace flexkit::cuda {
+
+GemmPlanStats gemm_plan_stats() {
+  auto counts = backend::cuda::gemm_kernels::plan_counts();
+  return {counts.made, counts.hits};
+}
+
+}  // namespace flexkit::cuda
 
 namespace flexkit::gemm {
 

@@ -24,8 +24,9 @@
 // to cover ~1 µs of L2/HBM latency at tensor-core rate. gemm_wgmma_deep_kernel (see "The raw
 // ring" below) streams raw tiles into shared memory with cp.async, several stages deep, and
 // splits them from there; gemm_wgmma_lean_kernel (the default, see "The lean deep kernel") is the
-// same pipeline with its per-stage instruction count cut by ~3×. gemm_wgmma_kernel stays as
-// FLEXKIT_GEMM_KERNEL=ss-reg, gemm_wgmma_deep_kernel as FLEXKIT_GEMM_KERNEL=ss-deep-v1.
+// same pipeline with its per-stage instruction count cut by ~3× and its split software-pipelined
+// (raw reads well ahead of their permutes). gemm_wgmma_kernel stays as FLEXKIT_GEMM_KERNEL=ss-reg,
+// gemm_wgmma_deep_kernel as ss-deep-v1, the lean kernel before the pipelined split as ss-lean-v1.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -721,21 +722,35 @@ struct LeanS16KContigSplit {
     plane_offset = wgmma::swizzle(row * wgmma::kRowBytes + 16 * chunk);
   }
 
-  __device__ __forceinline__ void split(uint32_t raw, uint32_t hi) const {
+  // The raw words of one stage, read (load) well before they are permuted and stored (store):
+  // the pipelined lean kernel keeps other work between the two to cover the LDS latency.
+  struct Regs {
+    uint4 even[2], odd[2];
+  };
+
+  __device__ __forceinline__ void load(uint32_t raw, Regs& r) const {
     const uint32_t from = raw + raw_offset;
     const uint32_t from_odd = from ^ 16u;
-    const uint32_t to = hi + plane_offset;
     // All reads first: the accesses are volatile asm, issued in program order, and the second
     // row's reads should not wait behind the first row's permutes.
-    uint4 even[2], odd[2];
 #pragma unroll
     for (int it = 0; it < 2; ++it) {
-      even[it] = lds128(from + 8192 * it);
-      odd[it] = lds128(from_odd + 8192 * it);
+      r.even[it] = lds128(from + 8192 * it);
+      r.odd[it] = lds128(from_odd + 8192 * it);
     }
+  }
+
+  __device__ __forceinline__ void split(uint32_t raw, uint32_t hi) const {
+    Regs r;
+    load(raw, r);
+    store(r, hi);
+  }
+
+  __device__ __forceinline__ void store(const Regs& r, uint32_t hi) const {
+    const uint32_t to = hi + plane_offset;
 #pragma unroll
     for (int it = 0; it < 2; ++it) {
-      const uint4 a = even[it], b = odd[it];
+      const uint4 a = r.even[it], b = r.odd[it];
       // Word q holds k = 2q (bytes 0 lo, 1 hi) and k = 2q + 1 (bytes 2 lo, 3 hi).
       const uint4 h = make_uint4(__byte_perm(a.x, a.y, 0x7531), __byte_perm(a.z, a.w, 0x7531),
                                  __byte_perm(b.x, b.y, 0x7531), __byte_perm(b.z, b.w, 0x7531));
@@ -772,12 +787,25 @@ struct LeanS16RowContigSplit {
 
   // raw: shared address of the slot's operand part; hi: of the high plane (1024-aligned), the
   // low plane kPlaneBytes after it.
-  __device__ __forceinline__ void split(uint32_t raw, uint32_t hi) const {
-    const uint32_t from = raw + raw_offset;
-    const uint32_t to = hi + plane_offset;
+  struct Regs {
     uint4 v[4];
+  };
+
+  __device__ __forceinline__ void load(uint32_t raw, Regs& r) const {
+    const uint32_t from = raw + raw_offset;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = lds128(from + 256 * i);
+    for (int i = 0; i < 4; ++i) r.v[i] = lds128(from + 256 * i);
+  }
+
+  __device__ __forceinline__ void split(uint32_t raw, uint32_t hi) const {
+    Regs r;
+    load(raw, r);
+    store(r, hi);
+  }
+
+  __device__ __forceinline__ void store(const Regs& r, uint32_t hi) const {
+    const uint32_t to = hi + plane_offset;
+    const uint4* const v = r.v;
     const uint32_t w[4][4] = {{v[0].x, v[0].y, v[0].z, v[0].w},
                               {v[1].x, v[1].y, v[1].z, v[1].w},
                               {v[2].x, v[2].y, v[2].z, v[2].w},
@@ -819,13 +847,27 @@ struct LeanU8RowContigSplit {
     plane_offset = 512u * group + 64u * flip + 4u * kw;
   }
 
+  struct Regs {
+    uint2 v[4];
+  };
+
+  template <int kRows>
+  __device__ __forceinline__ void load(uint32_t raw, Regs& r) const {
+    const uint32_t from = raw + raw_offset;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r.v[i] = lds64(from + kRows * i);
+  }
+
   template <int kRows>
   __device__ __forceinline__ void split(uint32_t raw, uint32_t plane) const {
-    const uint32_t from = raw + raw_offset;
+    Regs r;
+    load<kRows>(raw, r);
+    store(r, plane);
+  }
+
+  __device__ __forceinline__ void store(const Regs& r, uint32_t plane) const {
     const uint32_t to = plane + plane_offset;
-    uint2 v[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = lds64(from + kRows * i);
+    const uint2* const v = r.v;
     const uint32_t w[4][2] = {
         {v[0].x, v[0].y}, {v[1].x, v[1].y}, {v[2].x, v[2].y}, {v[3].x, v[3].y}};
 #pragma unroll
@@ -843,6 +885,152 @@ struct LeanU8RowContigSplit {
         sts32(to ^ (144u * (j >> 1) + 64u * (j & 1)), out[r]);
       }
     }
+  }
+};
+
+__device__ __forceinline__ uint32_t lds32(uint32_t address) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(address) : "memory");
+  return v;
+}
+
+// The rows 128 … 191 of a wide n-contiguous u8 tile, spread over all eight warps: the lean v1
+// kernel gave them to warps 0-3 as a whole second transpose pass (warpgroup 0 then split 1.5×
+// the bytes of warpgroup 1 every stage, and the barrier waits for the slower one). Here the
+// eight 8-row groups of those rows are taken by group g % 8 of every warp, warps 0-3 doing word
+// h = 0 (rows 0-3 of the group) and warps 4-7 word h = 1 (rows 4-7), so every thread splits
+// 1.5 groups' worth. Word h of LeanU8RowContigSplit goes to C(4h + r) = 288·h ^ C(r) (144 and
+// 288 share no bits), so h is folded into the thread's plane offset once.
+struct LeanU8RowContigHalfSplit {
+  uint32_t sel_a, sel_b;
+  uint32_t raw_offset;    // word h of the first of four reads kRows bytes apart
+  uint32_t plane_offset;  // T ^ 288·h
+
+  struct Regs {
+    uint32_t w[4];
+  };
+
+  template <int kRows>
+  __device__ __forceinline__ void init() {
+    const int g = transpose_group();
+    const int group = 16 + (g & 7);
+    const int h = g >> 3;
+    const int kw = transpose_kword();
+    const int flip = transpose_flip();
+    sel_a = flip ? 0x7632u : 0x5410u;
+    sel_b = flip ? 0x5410u : 0x7632u;
+    raw_offset = raw_u8_rowcontig_offset<kRows>(4 * kw, group >> 1) + 8 * (group & 1) + 4 * h;
+    plane_offset = (512u * group + 64u * flip + 4u * kw) ^ (288u * h);
+  }
+
+  template <int kRows>
+  __device__ __forceinline__ void load(uint32_t raw, Regs& r) const {
+    const uint32_t from = raw + raw_offset;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r.w[i] = lds32(from + kRows * i);
+  }
+
+  __device__ __forceinline__ void store(const Regs& r, uint32_t plane) const {
+    const uint32_t to = plane + plane_offset;
+    const uint32_t p01 = __byte_perm(r.w[0], r.w[1], 0x5140);
+    const uint32_t p23 = __byte_perm(r.w[2], r.w[3], 0x5140);
+    const uint32_t q01 = __byte_perm(r.w[0], r.w[1], 0x7362);
+    const uint32_t q23 = __byte_perm(r.w[2], r.w[3], 0x7362);
+    sts32(to, __byte_perm(p01, p23, sel_a));
+    sts32(to ^ 64u, __byte_perm(p01, p23, sel_b));
+    sts32(to ^ 144u, __byte_perm(q01, q23, sel_a));
+    sts32(to ^ 208u, __byte_perm(q01, q23, sel_b));
+  }
+};
+
+// A k-contiguous u8 B by shared address (the bytes go to the plane unchanged): rows r + 64·it,
+// 4096 bytes apart in both the raw slot and the plane (the 64-byte swizzle repeats every 512).
+template <int kRows>
+struct LeanU8KContigSplit {
+  static constexpr int kPasses = kRows / 64;
+  uint32_t raw_offset, plane_offset;
+
+  struct Regs {
+    uint4 v[kPasses];
+  };
+
+  __device__ __forceinline__ void init() {
+    const int chunk = threadIdx.x & 3;
+    const int row = threadIdx.x >> 2;
+    raw_offset = row * 64 + 16 * chunk;
+    plane_offset = wgmma::swizzle(row * wgmma::kRowBytes + 16 * chunk);
+  }
+  __device__ __forceinline__ void load(uint32_t raw, Regs& r) const {
+#pragma unroll
+    for (int it = 0; it < kPasses; ++it) r.v[it] = lds128(raw + raw_offset + 4096 * it);
+  }
+  __device__ __forceinline__ void store(const Regs& r, uint32_t plane) const {
+#pragma unroll
+    for (int it = 0; it < kPasses; ++it) sts128(plane + plane_offset + 4096 * it, r.v[it]);
+  }
+};
+
+// The whole split of one stage for the pipelined lean kernel, in two halves: load() (load_a,
+// load_b) reads the raw words of the stage into registers, store() permutes and writes the
+// planes. The kernel reads A's words of stage s + 1 before the wgmmas and copies of stage s and
+// B's after them, just before store(): A's ~30-cycle LDS latency is covered by the wgmma and
+// copy issue and B's by A's permutes, instead of stalling each permute (with two warps per
+// scheduler nothing else hides it). Loading B early too would keep 32 more registers live
+// across the copy issue, where the 3 · 64 accumulators leave too few (ptxas spills).
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN>
+struct LeanSplitter {
+  static constexpr int kAHi = 0, kBHi = 2 * kPlaneBytes;
+  static constexpr bool kWideU8RowContig = kBIsU8 && !kBKContig && kTileN > kWgmmaTileN;
+  using ASplit = std::conditional_t<kAKContig, LeanS16KContigSplit, LeanS16RowContigSplit>;
+  using BSplit = std::conditional_t<
+      kBIsU8, std::conditional_t<kBKContig, LeanU8KContigSplit<kTileN>, LeanU8RowContigSplit>,
+      std::conditional_t<kBKContig, LeanS16KContigSplit, LeanS16RowContigSplit>>;
+  ASplit a;
+  BSplit b;
+  LeanU8RowContigHalfSplit b_extra;  // kWideU8RowContig only
+
+  struct Regs {
+    typename ASplit::Regs a;
+    typename BSplit::Regs b;
+    LeanU8RowContigHalfSplit::Regs b_extra;
+  };
+
+  __device__ __forceinline__ void init() {
+    a.init();
+    if constexpr (kBIsU8 && !kBKContig) {
+      b.template init<kTileN>(0);
+      if constexpr (kWideU8RowContig) b_extra.template init<kTileN>();
+    } else {
+      b.init();
+    }
+  }
+
+  // raw: shared address of the stage's raw slot; A's part first, B's kRawS16Bytes after it.
+  __device__ __forceinline__ void load(uint32_t raw, Regs& r) const {
+    load_a(raw, r);
+    load_b(raw, r);
+  }
+  __device__ __forceinline__ void load_a(uint32_t raw, Regs& r) const { a.load(raw, r.a); }
+  __device__ __forceinline__ void load_b(uint32_t raw, Regs& r) const {
+    if constexpr (kBIsU8 && !kBKContig) {
+      b.template load<kTileN>(raw + kRawS16Bytes, r.b);
+      if constexpr (kWideU8RowContig) b_extra.template load<kTileN>(raw + kRawS16Bytes, r.b_extra);
+    } else {
+      b.load(raw + kRawS16Bytes, r.b);
+    }
+  }
+
+  // planes: shared address of the stage's plane slot.
+  __device__ __forceinline__ void store(const Regs& r, uint32_t planes) const {
+    store_a(r, planes);
+    store_b(r, planes);
+  }
+  __device__ __forceinline__ void store_a(const Regs& r, uint32_t planes) const {
+    a.store(r.a, planes + kAHi);
+  }
+  __device__ __forceinline__ void store_b(const Regs& r, uint32_t planes) const {
+    b.store(r.b, planes + kBHi);
+    if constexpr (kWideU8RowContig) b_extra.store(r.b_extra, planes + kBHi);
   }
 };
 
@@ -1120,7 +1308,11 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 // The lean deep kernel (see "The lean deep kernel" above): the same ring, barriers and wgmma
 // sequence as gemm_wgmma_deep_kernel, with the per-stage work reduced to the copies, the split
 // and the wgmmas. Kept separate so that FLEXKIT_GEMM_KERNEL=ss-deep-v1 still runs the first one.
-template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN>
+// kPipelined (the default; false is FLEXKIT_GEMM_KERNEL=ss-lean-v1): the split of stage s + 1
+// reads its raw words before the wgmmas and copies of stage s and permutes/stores them after
+// (LeanSplitter), and a wide n-contiguous u8 B's extra rows are split by all eight warps.
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN,
+          bool kPipelined = true>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     gemm_wgmma_lean_kernel(const __grid_constant__ IntegerGemmArgs p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1199,16 +1391,30 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   LeanS16RowContigSplit a_transpose, b_transpose;
   LeanS16KContigSplit k_split;  // the same for A and an int16 B
   LeanU8RowContigSplit u8_transpose, u8_transpose_extra;
-  if constexpr (kAKContig || (!kBIsU8 && kBKContig)) k_split.init();
-  if constexpr (!kAKContig) a_transpose.init();
-  if constexpr (!kBIsU8 && !kBKContig) b_transpose.init();
-  if constexpr (kBIsU8 && !kBKContig) {
+  LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN> splitter;
+  using SplitRegs = typename LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN>::Regs;
+  // A's raw words across the wgmma and copy issue cost 16 registers there; where ptxas then
+  // spills (the wide u8 tile with B n-contiguous: 2 · 96 accumulators and three transposing
+  // splitters' offsets) the stage is split as lean v1 did, A then B, just the extra rows
+  // balanced.
+  constexpr bool kLoadAEarly = !(kBIsU8 && kTileN > kWgmmaTileN && !kBKContig);
+  if constexpr (kPipelined) splitter.init();
+  if constexpr (!kPipelined && (kAKContig || (!kBIsU8 && kBKContig))) k_split.init();
+  if constexpr (!kPipelined && !kAKContig) a_transpose.init();
+  if constexpr (!kPipelined && !kBIsU8 && !kBKContig) b_transpose.init();
+  if constexpr (!kPipelined && kBIsU8 && !kBKContig) {
     u8_transpose.init<kTileN>(0);
     if constexpr (kTileN > kWgmmaTileN) u8_transpose_extra.init<kTileN>(16);
   }
   auto split_stage = [&](uint32_t raw_slot, uint32_t plane_slot) {
     const uint32_t raw_address = smem_address + kRawRing + raw_slot;
     const uint32_t base_address = smem_address + plane_slot;
+    if constexpr (kPipelined) {
+      SplitRegs regs;
+      splitter.load(raw_address, regs);
+      splitter.store(regs, base_address);
+      return;
+    }
     if constexpr (kAKContig) {
       k_split.split(raw_address, base_address + kAHi);
     } else {
@@ -1274,6 +1480,16 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #pragma unroll 1
   for (int stage = 0; stage < stage_count; ++stage) {
     const uint32_t slot = plane_mma >> 4;
+    // Pipelined: stage s + 1's raw slot is complete since the barrier that ended iteration s − 1
+    // (cp.async.wait + __syncthreads), so its A words can be read before anything else here.
+    // The last iteration splits too (stale raw bytes into plane slot (s + 1) % 3, which no
+    // wgmma reads any more, and finish_tile reuses the shared memory only after the final
+    // barrier): a load and a store under `split_next` made nvcc thread that branch through the
+    // wgmma and copy code between them, six copies of the loop body.
+    const bool split_next = stage + 1 < stage_count;
+    SplitRegs split_regs;
+    const uint32_t split_raw = smem_address + kRawRing + raw_split;
+    if constexpr (kPipelined && kLoadAEarly) splitter.load_a(split_raw, split_regs);
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
@@ -1298,7 +1514,20 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     wgmma::commit_group();
     if (stage + raw_stages < stage_count) issue_stage(stage + raw_stages, raw_issue);
     cp_async_commit();
-    if (stage + 1 < stage_count) split_stage(raw_split, plane_split);
+    if constexpr (kPipelined) {
+      const uint32_t planes = smem_address + plane_split;
+      if constexpr (kLoadAEarly) {
+        splitter.load_b(split_raw, split_regs);
+        splitter.store(split_regs, planes);
+      } else {
+        splitter.load_a(split_raw, split_regs);
+        splitter.store_a(split_regs, planes);
+        splitter.load_b(split_raw, split_regs);
+        splitter.store_b(split_regs, planes);
+      }
+    } else if (split_next) {
+      split_stage(raw_split, plane_split);
+    }
     raw_issue = raw_issue + kRawBytes == raw_ring_bytes ? 0u : raw_issue + kRawBytes;
     raw_split = raw_split + kRawBytes == raw_ring_bytes ? 0u : raw_split + kRawBytes;
     plane_mma = plane_split;
@@ -1321,25 +1550,29 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 }
 
 // Explicit instantiation + launch helpers for one element type of B. `deep`: a raw-ring kernel
-// instead of the register-staged one: gemm_wgmma_lean_kernel, or with `v1`
-// gemm_wgmma_deep_kernel. `wide`: the 192-column tile (a u8 B and the deep kernels only).
+// instead of the register-staged one: gemm_wgmma_lean_kernel, or with `version` 1
+// gemm_wgmma_deep_kernel, with 2 the unpipelined lean kernel (ss-lean-v1). `wide`: the 192-column
+// tile (a u8 B and the deep kernels only).
 template <bool kBIsU8>
-bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide);
+bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide);
 template <bool kBIsU8>
-void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide,
+void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide,
                           dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream);
 
 namespace wgmma_detail {
 
 // kDeep: 0 the register-staged kernel, 1 the lean deep one, 2 the lean deep one with the wide
-// tile, 3 and 4 the same with the first deep kernel (gemm_wgmma_deep_kernel).
+// tile, 3 and 4 the same with the first deep kernel (gemm_wgmma_deep_kernel), 5 and 6 the same
+// with the unpipelined lean kernel (ss-lean-v1).
 template <int kDeep>
-inline constexpr int kDeepTileN = kDeep == 2 || kDeep == 4 ? kWideTileN : kWgmmaTileN;
+inline constexpr int kDeepTileN = kDeep % 2 == 0 && kDeep > 0 ? kWideTileN : kWgmmaTileN;
 
 template <bool kBIsU8, bool kAKContig, bool kBKContig, int kDeep>
 constexpr auto deep_kernel() {
   constexpr int kTileN = kDeepTileN<kDeep>;
-  if constexpr (kDeep >= 3) {
+  if constexpr (kDeep >= 5) {
+    return gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN, false>;
+  } else if constexpr (kDeep >= 3) {
     return gemm_wgmma_deep_kernel<kBIsU8, kAKContig, kBKContig, kTileN>;
   } else {
     return gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN>;
@@ -1369,7 +1602,7 @@ void launch_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
     constexpr int kTileN = kDeepTileN<kDeep>;
     constexpr auto kernel = deep_kernel<kBIsU8, kAKContig, kBKContig, kDeep>();
     kernel<<<grid, kWgmmaThreads, deep_smem_bytes(kBIsU8, args.raw_stages, kTileN), stream>>>(args);
-    if constexpr (kDeep >= 3) {
+    if constexpr (kDeep == 3 || kDeep == 4) {
       FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_deep_kernel");
     } else {
       FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_lean_kernel");
@@ -1410,33 +1643,38 @@ void launch_layout(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGem
 }  // namespace wgmma_detail
 
 template <bool kBIsU8>
-bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide) {
+bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide) {
   using namespace wgmma_detail;
   if constexpr (kBIsU8) {
     if (deep && wide) {
-      return v1 ? prepare_layout<kBIsU8, 4>(a_k_contig, b_k_contig)
-                : prepare_layout<kBIsU8, 2>(a_k_contig, b_k_contig);
+      if (version == 1) return prepare_layout<kBIsU8, 4>(a_k_contig, b_k_contig);
+      if (version == 2) return prepare_layout<kBIsU8, 6>(a_k_contig, b_k_contig);
+      return prepare_layout<kBIsU8, 2>(a_k_contig, b_k_contig);
     }
   }
   if (!deep) return prepare_layout<kBIsU8, 0>(a_k_contig, b_k_contig);
-  return v1 ? prepare_layout<kBIsU8, 3>(a_k_contig, b_k_contig)
-            : prepare_layout<kBIsU8, 1>(a_k_contig, b_k_contig);
+  if (version == 1) return prepare_layout<kBIsU8, 3>(a_k_contig, b_k_contig);
+  if (version == 2) return prepare_layout<kBIsU8, 5>(a_k_contig, b_k_contig);
+  return prepare_layout<kBIsU8, 1>(a_k_contig, b_k_contig);
 }
 
 template <bool kBIsU8>
-void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide,
+void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide,
                           dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
   using namespace wgmma_detail;
   if constexpr (kBIsU8) {
     if (deep && wide) {
-      if (v1) return launch_layout<kBIsU8, 4>(a_k_contig, b_k_contig, grid, args, stream);
+      if (version == 1) return launch_layout<kBIsU8, 4>(a_k_contig, b_k_contig, grid, args, stream);
+      if (version == 2) return launch_layout<kBIsU8, 6>(a_k_contig, b_k_contig, grid, args, stream);
       return launch_layout<kBIsU8, 2>(a_k_contig, b_k_contig, grid, args, stream);
     }
   }
   if (!deep) {
     launch_layout<kBIsU8, 0>(a_k_contig, b_k_contig, grid, args, stream);
-  } else if (v1) {
+  } else if (version == 1) {
     launch_layout<kBIsU8, 3>(a_k_contig, b_k_contig, grid, args, stream);
+  } else if (version == 2) {
+    launch_layout<kBIsU8, 5>(a_k_contig, b_k_contig, grid, args, stream);
   } else {
     launch_layout<kBIsU8, 1>(a_k_contig, b_k_contig, grid, args, stream);
   }

@@ -32,6 +32,9 @@ struct WgmmaVariant {
   bool deep;   // the raw cp.async ring (gemm_wgmma_lean_kernel) instead of register staging
   int tile_n;  // kWgmmaTileN, or kWgmmaWideTileN (u8 B, deep kernels only)
   bool deep_v1 = false;  // deep: the first deep kernel (gemm_wgmma_deep_kernel), for comparison
+  bool lean_v1 = false;  // deep: the unpipelined lean kernel (ss-lean-v1), for comparison
+  // The `version` argument of the per-type helpers below: 0 the default, 1 deep v1, 2 lean v1.
+  int version() const { return deep_v1 ? 1 : lean_v1 ? 2 : 0; }
 };
 // The wider N tile a u8 B may use with the deep kernel (FLEXKIT_GEMM_TILE_N=192).
 inline constexpr int kWgmmaWideTileN = 192;
@@ -50,11 +53,11 @@ void launch_wgmma(const WgmmaVariant& variant, dim3 grid, const IntegerGemmArgs&
                   cudaStream_t stream);
 
 // Per element type of B (one translation unit each, to spread the build).
-bool prepare_wgmma_s16(bool a_k_contig, bool b_k_contig, bool deep, bool v1);
-bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide);
-void launch_wgmma_s16(bool a_k_contig, bool b_k_contig, bool deep, bool v1, dim3 grid,
+bool prepare_wgmma_s16(bool a_k_contig, bool b_k_contig, bool deep, int version);
+bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide);
+void launch_wgmma_s16(bool a_k_contig, bool b_k_contig, bool deep, int version, dim3 grid,
                       const IntegerGemmArgs& args, cudaStream_t stream);
-void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide, dim3 grid,
+void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide, dim3 grid,
                      const IntegerGemmArgs& args, cudaStream_t stream);
 
 // The register-A kernel (gemm_wgmma_rs.cu): same tile, stage depth and K-chunk rules as above,

@@ -3,13 +3,13 @@
 
 namespace flexkit::backend::cuda::gemm_kernels {
 
-bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide) {
-  return prepare_wgmma_variant<true>(a_k_contig, b_k_contig, deep, v1, wide);
+bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide) {
+  return prepare_wgmma_variant<true>(a_k_contig, b_k_contig, deep, version, wide);
 }
 
-void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, bool v1, bool wide, dim3 grid,
+void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide, dim3 grid,
                      const IntegerGemmArgs& args, cudaStream_t stream) {
-  launch_wgmma_variant<true>(a_k_contig, b_k_contig, deep, v1, wide, grid, args, stream);
+  launch_wgmma_variant<true>(a_k_contig, b_k_contig, deep, version, wide, grid, args, stream);
 }
 
 std::size_t wgmma_smem_bytes(bool b_is_u8) {
@@ -23,18 +23,18 @@ int wgmma_max_raw_stages(bool b_is_u8, int tile_n) {
 bool prepare_wgmma(const WgmmaVariant& variant) {
   return variant.b_is_u8
              ? prepare_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep,
-                                variant.deep_v1, variant.tile_n == wgmma_detail::kWideTileN)
+                                variant.version(), variant.tile_n == wgmma_detail::kWideTileN)
              : prepare_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep,
-                                 variant.deep_v1);
+                                 variant.version());
 }
 
 void launch_wgmma(const WgmmaVariant& variant, dim3 grid, const IntegerGemmArgs& args,
                   cudaStream_t stream) {
   if (variant.b_is_u8) {
-    launch_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep, variant.deep_v1,
+    launch_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep, variant.version(),
                     variant.tile_n == wgmma_detail::kWideTileN, grid, args, stream);
   } else {
-    launch_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep, variant.deep_v1, grid,
+    launch_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep, variant.version(), grid,
                      args, stream);
   }
 }
