@@ -3,13 +3,10 @@
 // the sm_90a wgmma kernel (gemm_wgmma.cuh) when the device and the operands' layout allow it.
 //
 // Kernels: "ss" (sm_90a, the default: both operands through shared memory, any unit-stride layout,
-// raw tiles streamed by a deep cp.async ring, gemm_wgmma_lean_kernel), "ss-deep-v1" (the first
-// deep kernel, gemm_wgmma_deep_kernel, kept to compare against), "ss-lean-v1" (the lean kernel
-// before its split was software-pipelined, the same comparison), "ss-reg" (the same with
-// register-staged loads one stage ahead, gemm_wgmma_kernel), "rs" (sm_90a, A k-contiguous, its
-// wgmma fragments in registers, both operands through the deep raw ring, gemm_wgmma_rs.cu),
-// "rs-reg" (the same with register-staged global loads), "simple" (any arch, any strides).
-// FLEXKIT_GEMM_KERNEL=simple|ss|ss-deep-v1|ss-lean-v1|ss-reg|rs|rs-reg forces one where it applies
+// raw tiles streamed by a deep cp.async ring, gemm_wgmma_lean_kernel), "rs" (sm_90a,
+// A k-contiguous, its wgmma fragments in registers, both operands through the deep raw ring,
+// gemm_wgmma_rs.cu), "simple" (any arch, any strides).
+// FLEXKIT_GEMM_KERNEL=simple|ss|rs forces one where it applies
 // (a forced kernel that does not apply falls back to the best that does; FLEXKIT_GEMM_LOG=1 says
 // which). FLEXKIT_GEMM_GUARDED_COPIES=1 (debug) sends every stage of "ss" through the guarded
 // copies. FLEXKIT_GEMM_STAGES=n sets the depth of the deep kernels' raw ring (default and cap: what
@@ -132,18 +129,9 @@ __global__ void __launch_bounds__(kFinishThreads)
   commit_block_stats(stats, p.stats);
 }
 
-enum class KernelKind : uint8_t { simple, ss_reg, ss, rs_reg, rs };
+enum class KernelKind : uint8_t { simple, ss, rs };
 // What FLEXKIT_GEMM_KERNEL asks for.
-enum class KernelChoice : uint8_t {
-  automatic,
-  simple,
-  ss,
-  ss_deep_v1,
-  ss_lean_v1,
-  ss_reg,
-  rs,
-  rs_reg
-};
+enum class KernelChoice : uint8_t { automatic, simple, ss, rs };
 
 struct PlanKey {
   int device;
@@ -208,15 +196,10 @@ KernelChoice kernel_choice_from_env() {
   const std::string_view v(value);
   if (v == "simple") return KernelChoice::simple;
   if (v == "ss") return KernelChoice::ss;
-  if (v == "ss-deep-v1") return KernelChoice::ss_deep_v1;
-  if (v == "ss-lean-v1") return KernelChoice::ss_lean_v1;
-  if (v == "ss-reg") return KernelChoice::ss_reg;
   if (v == "rs") return KernelChoice::rs;
-  if (v == "rs-reg") return KernelChoice::rs_reg;
   if (v == "auto" || v == "wgmma") return KernelChoice::automatic;
   throw ValueError("FLEXKIT_GEMM_KERNEL='" + std::string(v) +
-                   "': expected 'simple', 'ss', 'ss-deep-v1', 'ss-lean-v1', 'ss-reg', 'rs', "
-                   "'rs-reg', 'wgmma' or 'auto'");
+                   "': expected 'simple', 'ss', 'rs', 'wgmma' or 'auto'");
 }
 
 int tile_n_from_env() {
@@ -263,15 +246,11 @@ Plan make_plan(const PlanKey& key) {
   Plan plan;
   const int sms = multiprocessors(key.device);
   if (key.forced != KernelChoice::simple && key.layout_fast && device_is_sm90(key.device)) {
-    // The wide tile: a u8 B in the deep shared-memory kernels, unless 128 is asked for.
-    const bool wide =
-        key.b_is_u8 && key.tile_n != kWgmmaTileN &&
-        (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss ||
-         key.forced == KernelChoice::ss_deep_v1 || key.forced == KernelChoice::ss_lean_v1);
-    WgmmaVariant variant{key.b_is_u8, key.a_k_contig, key.b_k_contig, false,
-                         wide ? kWgmmaWideTileN : kWgmmaTileN};
-    variant.deep_v1 = key.forced == KernelChoice::ss_deep_v1;
-    variant.lean_v1 = key.forced == KernelChoice::ss_lean_v1;
+    // The wide tile: a u8 B in the shared-memory kernel, unless 128 is asked for.
+    const bool wide = key.b_is_u8 && key.tile_n != kWgmmaTileN &&
+                      (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss);
+    const WgmmaVariant variant{key.b_is_u8, key.a_k_contig, key.b_k_contig,
+                               wide ? kWgmmaWideTileN : kWgmmaTileN};
     const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
     const int64_t tiles_n = ceil_div(key.n, variant.tile_n);
     // Split K when one CTA's range would break the int32 exactness bound, and when too few
@@ -285,18 +264,15 @@ Plan make_plan(const PlanKey& key) {
     }
     const int64_t k_chunk = ceil_div(ceil_div(key.k, splits), kWgmmaStageK) * kWgmmaStageK;
     splits = ceil_div(key.k, k_chunk);
-    // The register-A kernels need a k-contiguous A and run only when asked for; "ss-reg" asks
-    // for the register-staged shared-memory kernel; everything else gets the deep one.
-    const bool try_rs = !wide && key.a_k_contig &&
-                        (key.forced == KernelChoice::rs || key.forced == KernelChoice::rs_reg);
-    const bool rs_deep = key.forced == KernelChoice::rs;
+    // The register-A kernel needs a k-contiguous A and runs only when asked for; everything
+    // else gets the shared-memory one.
+    const bool try_rs = !wide && key.a_k_contig && key.forced == KernelChoice::rs;
     KernelKind kind = KernelKind::simple;
     if (tiles_m * tiles_n <= INT32_MAX && splits <= 65535) {
-      variant.deep = key.forced != KernelChoice::ss_reg;
-      if (try_rs && prepare_wgmma_rs(key.b_is_u8, key.b_k_contig, rs_deep)) {
-        kind = rs_deep ? KernelKind::rs : KernelKind::rs_reg;
+      if (try_rs && prepare_wgmma_rs(key.b_is_u8, key.b_k_contig)) {
+        kind = KernelKind::rs;
       } else if (prepare_wgmma(variant)) {
-        kind = variant.deep ? KernelKind::ss : KernelKind::ss_reg;
+        kind = KernelKind::ss;
       }
     }
     if (kind != KernelKind::simple) {
@@ -340,14 +316,9 @@ void log_plan(const PlanKey& key, const Plan& plan) {
       key.device, static_cast<long long>(key.batch), static_cast<long long>(key.m),
       static_cast<long long>(key.n), static_cast<long long>(key.k), key.b_is_u8 ? "u8" : "flex16",
       key.out_is_f32 ? "f32" : "flex16", key.measure ? "measure" : "store",
-      plan.kind == KernelKind::rs       ? "wgmma-rs (deep raw ring)"
-      : plan.kind == KernelKind::rs_reg ? "wgmma-rs-reg"
-      : plan.kind == KernelKind::ss
-          ? (plan.variant.deep_v1   ? "wgmma-ss (deep raw ring, v1)"
-             : plan.variant.lean_v1 ? "wgmma-ss (lean deep raw ring, v1)"
-                                    : "wgmma-ss (lean deep raw ring, pipelined)")
-      : plan.kind == KernelKind::ss_reg ? "wgmma-ss-reg"
-                                        : "simple");
+      plan.kind == KernelKind::rs   ? "wgmma-rs (deep raw ring)"
+      : plan.kind == KernelKind::ss ? "wgmma-ss (lean deep raw ring, pipelined)"
+                                    : "simple");
   if (plan.kind != KernelKind::simple)
     std::fprintf(stderr, " (A %s, B %s, splits %d, k_chunk %lld, workspace %zu B",
                  plan.variant.a_k_contig ? "k-contiguous" : "m-contiguous",
@@ -455,9 +426,8 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
   // The register-A kernel needs a k-contiguous A. When only B is k-contiguous (tt) and both are
   // int16, compute Cᵀ = Bᵀ·Aᵀ instead: the operands swap roles (each already "rows × k") and C's
   // strides swap. The epilogue depends only on iwl_a + iwl_b, so the result is the same bits.
-  const bool transposed = (forced == gk::KernelChoice::rs || forced == gk::KernelChoice::rs_reg) &&
-                          !b_is_u8 && a_layout.fast && !a_layout.k_contig && b_layout.fast &&
-                          b_layout.k_contig;
+  const bool transposed = forced == gk::KernelChoice::rs && !b_is_u8 && a_layout.fast &&
+                          !a_layout.k_contig && b_layout.fast && b_layout.k_contig;
   if (transposed) {
     std::swap(a, b);
     std::swap(a_layout, b_layout);
@@ -529,9 +499,8 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
     args.batch_offset = b0;
     const dim3 grid(tiles, static_cast<unsigned>(plan.splits),
                     static_cast<unsigned>(std::min(gk::kMaxGridZ, problem.batch - b0)));
-    if (plan.kind == gk::KernelKind::rs || plan.kind == gk::KernelKind::rs_reg) {
-      gk::launch_wgmma_rs(plan.variant.b_is_u8, plan.variant.b_k_contig,
-                          plan.kind == gk::KernelKind::rs, grid, args, cuda_stream);
+    if (plan.kind == gk::KernelKind::rs) {
+      gk::launch_wgmma_rs(plan.variant.b_is_u8, plan.variant.b_k_contig, grid, args, cuda_stream);
     } else {
       gk::launch_wgmma(plan.variant, grid, args, cuda_stream);
     }

@@ -1,4 +1,4 @@
-// The sm_90a exact integer GEMM kernel.
+// The sm_90a exact integer GEMM kernel (the shared-memory "SS" form).
 //
 // Each int16 mantissa m is split in registers into a signed high byte h = m >> 8 and an unsigned
 // low byte l = m & 0xff (m = 256·h + l), so a·b = 65536·hₐh_b + 256·(hₐl_b + lₐh_b) + lₐl_b:
@@ -6,27 +6,19 @@
 // ll: u8×u8), combined exactly in int64 at the end. For a u8 B there are two: hₐ·b and lₐ·b.
 //
 // Data path (every int16 element of A and B is read from global memory once per CTA):
-//   global int16 → registers (16-byte loads) → byte permutes → st.shared into K-major byte planes
-//   (64-byte swizzle, the layout wgmma's 8-bit operands need) → fence.proxy.async + barrier →
-//   wgmma reads both operands from shared memory.
+//   global int16 → cp.async into a raw ring in shared memory (see "The raw ring" below) →
+//   registers → byte permutes → st.shared into K-major byte planes (64-byte swizzle, the layout
+//   wgmma's 8-bit operands need) → fence.proxy.async + barrier → wgmma reads both operands from
+//   shared memory.
 // An operand whose unit stride runs along M or N is transposed in registers by the permutes
 // (4 k-rows × 8 rows per thread become 8 runs of 4 k-bytes).
 //
-// Pipeline (no warp specialisation: the split needs registers, and the accumulators already take
-// 3 · 64 of them per thread): 256 threads = 2 warpgroups, each owning 64 rows × 128 columns of
-// the CTA tile. Iteration s issues the wgmmas of stage s asynchronously, then stores stage s+1
-// (loaded into registers during iteration s−1) into the ring and loads stage s+2 into registers,
-// then waits until at most one wgmma group is pending and synchronises. With a 3-slot ring the
-// slot written in iteration s was last read by stage s−2, which both warpgroups finished before
-// the barrier ending iteration s−1.
-//
-// That register staging keeps only one stage (~32 KB per SM) of loads in flight, far too little
-// to cover ~1 µs of L2/HBM latency at tensor-core rate. gemm_wgmma_deep_kernel (see "The raw
-// ring" below) streams raw tiles into shared memory with cp.async, several stages deep, and
-// splits them from there; gemm_wgmma_lean_kernel (the default, see "The lean deep kernel") is the
-// same pipeline with its per-stage instruction count cut by ~3× and its split software-pipelined
-// (raw reads well ahead of their permutes). gemm_wgmma_kernel stays as FLEXKIT_GEMM_KERNEL=ss-reg,
-// gemm_wgmma_deep_kernel as ss-deep-v1, the lean kernel before the pipelined split as ss-lean-v1.
+// No warp specialisation: the split needs registers, and the accumulators already take 3 · 64
+// of them per thread: 256 threads = 2 warpgroups, each owning 64 rows × 128 columns of the CTA
+// tile. The raw ring keeps several stages of loads in flight, which is what covers ~1 µs of
+// L2/HBM latency at tensor-core rate; gemm_wgmma_lean_kernel (see "The lean deep kernel") keeps
+// the per-stage instruction count low and software-pipelines the split (raw reads well ahead of
+// their permutes).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -46,49 +38,9 @@ inline constexpr int kPlaneBytes = kWgmmaTileM * kWgmmaStageK;
 inline constexpr int kTilePitch = kWgmmaTileN + 1;
 inline constexpr int kAccumulatorTileBytes = kWgmmaTileM * kTilePitch * 8;
 inline constexpr int kAlignSlack = 1024;  // the ring must start on a 1024-byte boundary
-
-__host__ __device__ constexpr int stage_bytes(bool b_is_u8) {
-  return (b_is_u8 ? 3 : 4) * kPlaneBytes;
-}
-__host__ __device__ constexpr int smem_bytes(bool b_is_u8) {
-  return (kWgmmaStages * stage_bytes(b_is_u8) > kAccumulatorTileBytes
-              ? kWgmmaStages * stage_bytes(b_is_u8)
-              : kAccumulatorTileBytes) +
-         kAlignSlack;
-}
-static_assert(smem_bytes(false) <= 227 * 1024, "over the sm_90 shared-memory limit per block");
 static_assert(kWgmmaThreads == 256 && kWgmmaTileM == 128 && kWgmmaTileN == 128 &&
                   kWgmmaStageK == 64,
               "the loaders' thread mapping assumes these sizes");
-
-// Guarded vector loads: a whole vector in one instruction; at a boundary element by element
-// (never touching an address past `valid` elements), the rest zero.
-__device__ __forceinline__ uint4 load_s16x8(const int16_t* p, int valid) {
-  if (valid >= 8) return __ldg(reinterpret_cast<const uint4*>(p));
-  uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    if (i < valid) w[i >> 1] |= uint32_t(uint16_t(__ldg(p + i))) << (16 * (i & 1));
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-__device__ __forceinline__ uint4 load_u8x16(const uint8_t* p, int valid) {
-  if (valid >= 16) return __ldg(reinterpret_cast<const uint4*>(p));
-  uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-  for (int i = 0; i < 16; ++i)
-    if (i < valid) w[i >> 2] |= uint32_t(__ldg(p + i)) << (8 * (i & 3));
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-__device__ __forceinline__ uint2 load_u8x8(const uint8_t* p, int valid) {
-  if (valid >= 8) return __ldg(reinterpret_cast<const uint2*>(p));
-  uint32_t w[2] = {0, 0};
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    if (i < valid) w[i >> 2] |= uint32_t(__ldg(p + i)) << (8 * (i & 3));
-  return make_uint2(w[0], w[1]);
-}
 
 __device__ __forceinline__ void store_shared(unsigned char* plane, uint32_t offset, uint4 v) {
   *reinterpret_cast<uint4*>(plane + wgmma::swizzle(offset)) = v;
@@ -102,9 +54,8 @@ __device__ __forceinline__ void store_shared(unsigned char* plane, uint32_t offs
 // memory (int16 or u8, not yet split), copied by cp.async straight into shared memory. Nothing
 // passes through registers, so every thread keeps 4 (int16) or 2 (u8) 16-byte copies per
 // operand and stage in flight, for as many stages as the ring has slots: that is what feeds the
-// tensor cores across the ~1 µs load latency, which the register-staged pipeline could not.
-// The loaders then read the raw tile back from shared memory (the same registers as their
-// global loads) and split it into the planes as before.
+// tensor cores across the ~1 µs load latency. The splitters then read the raw tile back from
+// shared memory and split it into the planes.
 //
 // Raw tile layouts and their 16-byte chunk swizzles (chosen so that the split loaders' reads,
 // the RS kernel's fragment reads and the copies are all free of bank conflicts):
@@ -300,9 +251,9 @@ __device__ __forceinline__ T load_raw_vector(const unsigned char* raw, uint32_t 
   return *reinterpret_cast<const T*>(raw + offset);
 }
 
-// Loaders: `load` brings this thread's share of one stage (128 rows × 64 k of the operand, `tile`
-// pointing at row 0, k 0 of the stage; `ld` the non-unit stride) into registers, zero beyond
-// rows_valid / k_valid; `store` splits it and writes it into the stage's planes.
+// Loaders (the RS kernel's B): `load_raw` brings this thread's share of one stage (128 rows × 64 k
+// of the operand) from its raw slot into registers; `store` splits it and writes it into the
+// stage's planes.
 
 // int16, unit stride along K: a thread owns 16 consecutive k of rows tid/4 and tid/4 + 64
 // (4 threads cover one 128-byte row segment: coalesced). High bytes of 16 k form one 16-byte
@@ -310,21 +261,6 @@ __device__ __forceinline__ T load_raw_vector(const unsigned char* raw, uint32_t 
 struct S16KContig {
   uint4 v[2][2];
 
-  __device__ __forceinline__ void load(const int16_t* tile, int64_t ld, int rows_valid,
-                                       int k_valid) {
-    const int chunk = threadIdx.x & 3;
-#pragma unroll
-    for (int it = 0; it < 2; ++it) {
-      const int row = (threadIdx.x >> 2) + 64 * it;
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        v[it][h] = row < rows_valid ? load_s16x8(tile + row * ld + 16 * chunk + 8 * h,
-                                                 k_valid - 16 * chunk - 8 * h)
-                                    : make_uint4(0, 0, 0, 0);
-    }
-  }
-
-  // The same registers from the stage's raw slot (deep kernels).
   __device__ __forceinline__ void load_raw(const unsigned char* raw) {
     const int chunk = threadIdx.x & 3;
 #pragma unroll
@@ -379,18 +315,6 @@ __device__ __forceinline__ int transpose_flip() {
 struct S16RowContig {
   uint4 v[4];
 
-  __device__ __forceinline__ void load(const int16_t* tile, int64_t ld, int rows_valid,
-                                       int k_valid) {
-    const int group = transpose_group();
-    const int kw = transpose_kword();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int k = 4 * kw + i;
-      v[i] = k < k_valid ? load_s16x8(tile + k * ld + 8 * group, rows_valid - 8 * group)
-                         : make_uint4(0, 0, 0, 0);
-    }
-  }
-
   __device__ __forceinline__ void load_raw(const unsigned char* raw) {
     const int group = transpose_group();
     const int kw = transpose_kword();
@@ -437,17 +361,6 @@ struct U8KContigT {
   static constexpr int kPasses = kRows / 64;
   uint4 v[kPasses];
 
-  __device__ __forceinline__ void load(const uint8_t* tile, int64_t ld, int rows_valid,
-                                       int k_valid) {
-    const int chunk = threadIdx.x & 3;
-#pragma unroll
-    for (int it = 0; it < kPasses; ++it) {
-      const int row = (threadIdx.x >> 2) + 64 * it;
-      v[it] = row < rows_valid ? load_u8x16(tile + row * ld + 16 * chunk, k_valid - 16 * chunk)
-                               : make_uint4(0, 0, 0, 0);
-    }
-  }
-
   __device__ __forceinline__ void load_raw(const unsigned char* raw) {
     const int chunk = threadIdx.x & 3;
 #pragma unroll
@@ -471,18 +384,6 @@ using U8KContig = U8KContigT<>;
 // u8, unit stride along N: 4 k-rows × 8 bytes per thread, a 4 × 4 byte transpose twice.
 struct U8RowContig {
   uint2 v[4];
-
-  __device__ __forceinline__ void load(const uint8_t* tile, int64_t ld, int rows_valid,
-                                       int k_valid) {
-    const int group = transpose_group();
-    const int kw = transpose_kword();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int k = 4 * kw + i;
-      v[i] = k < k_valid ? load_u8x8(tile + k * ld + 8 * group, rows_valid - 8 * group)
-                         : make_uint2(0, 0);
-    }
-  }
 
   // kRows: rows of the raw tile (its k-row pitch); group_offset: a second pass over rows
   // 128 + … of a wider tile (the same thread mapping, groups 16 + …).
@@ -595,8 +496,8 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
 }
 
 // ---------------------------------------------------------------------------------------------
-// The lean deep kernel (the default "ss"): gemm_wgmma_deep_kernel's pipeline with the per-stage
-// instruction stream cut down. Measured on the H200, the first deep kernel spent ~690 warp
+// The lean deep kernel (the default "ss"): the raw-ring pipeline with the per-stage instruction
+// stream cut down. Measured on the H200, a first, plainer deep kernel spent ~690 warp
 // instructions per 64-deep stage (3 300 cycles of issue against 1 024 tensor-core cycles): every
 // stage recomputed each copy's 64-bit source address, its bound clamps and its swizzled
 // destination, and divided by the run-time ring depth twice. Here:
@@ -740,12 +641,6 @@ struct LeanS16KContigSplit {
     }
   }
 
-  __device__ __forceinline__ void split(uint32_t raw, uint32_t hi) const {
-    Regs r;
-    load(raw, r);
-    store(r, hi);
-  }
-
   __device__ __forceinline__ void store(const Regs& r, uint32_t hi) const {
     const uint32_t to = hi + plane_offset;
 #pragma unroll
@@ -795,12 +690,6 @@ struct LeanS16RowContigSplit {
     const uint32_t from = raw + raw_offset;
 #pragma unroll
     for (int i = 0; i < 4; ++i) r.v[i] = lds128(from + 256 * i);
-  }
-
-  __device__ __forceinline__ void split(uint32_t raw, uint32_t hi) const {
-    Regs r;
-    load(raw, r);
-    store(r, hi);
   }
 
   __device__ __forceinline__ void store(const Regs& r, uint32_t hi) const {
@@ -858,13 +747,6 @@ struct LeanU8RowContigSplit {
     for (int i = 0; i < 4; ++i) r.v[i] = lds64(from + kRows * i);
   }
 
-  template <int kRows>
-  __device__ __forceinline__ void split(uint32_t raw, uint32_t plane) const {
-    Regs r;
-    load<kRows>(raw, r);
-    store(r, plane);
-  }
-
   __device__ __forceinline__ void store(const Regs& r, uint32_t plane) const {
     const uint32_t to = plane + plane_offset;
     const uint2* const v = r.v;
@@ -894,8 +776,8 @@ __device__ __forceinline__ uint32_t lds32(uint32_t address) {
   return v;
 }
 
-// The rows 128 … 191 of a wide n-contiguous u8 tile, spread over all eight warps: the lean v1
-// kernel gave them to warps 0-3 as a whole second transpose pass (warpgroup 0 then split 1.5×
+// The rows 128 … 191 of a wide n-contiguous u8 tile, spread over all eight warps: an unpipelined
+// version gave them to warps 0-3 as a whole second transpose pass (warpgroup 0 then split 1.5×
 // the bytes of warpgroup 1 every stage, and the barrier waits for the slower one). Here the
 // eight 8-row groups of those rows are taken by group g % 8 of every warp, warps 0-3 doing word
 // h = 0 (rows 0-3 of the group) and warps 4-7 word h = 1 (rows 4-7), so every thread splits
@@ -1036,121 +918,8 @@ struct LeanSplitter {
 
 }  // namespace wgmma_detail
 
-template <bool kBIsU8, bool kAKContig, bool kBKContig>
-__global__ void __launch_bounds__(kWgmmaThreads, 1)
-    gemm_wgmma_kernel(const __grid_constant__ IntegerGemmArgs p) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using namespace wgmma_detail;
-  using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
-  using ALoader = std::conditional_t<kAKContig, S16KContig, S16RowContig>;
-  using BLoader = std::conditional_t<kBIsU8, std::conditional_t<kBKContig, U8KContig, U8RowContig>,
-                                     std::conditional_t<kBKContig, S16KContig, S16RowContig>>;
-  constexpr int kStageBytes = stage_bytes(kBIsU8);
-  // Plane order inside a stage: A high, A low, B high (or B bytes), B low.
-  constexpr int kAHi = 0, kALo = kPlaneBytes, kBHi = 2 * kPlaneBytes, kBLo = 3 * kPlaneBytes;
-
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  unsigned char* const smem = smem_raw + ((1024u - (raw_address & 1023u)) & 1023u);
-  const uint32_t smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-
-  int64_t tile_m, tile_n;
-  grouped_tile(blockIdx.x, p.tiles_m, p.tiles_n, tile_m, tile_n);
-  const int64_t batch = p.batch_offset + blockIdx.z;
-  const int64_t row0 = tile_m * kWgmmaTileM;
-  const int64_t col0 = tile_n * kWgmmaTileN;
-  const int64_t k_begin = int64_t(blockIdx.y) * p.k_chunk;
-  const int64_t k_end = p.k < k_begin + p.k_chunk ? p.k : k_begin + p.k_chunk;
-  const int64_t k_len = k_end - k_begin;
-  const int stage_count = static_cast<int>((k_len + kWgmmaStageK - 1) / kWgmmaStageK);
-  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
-  const int rows_b = static_cast<int>(p.n - col0 < kWgmmaTileN ? p.n - col0 : kWgmmaTileN);
-
-  const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
-                                row0 * p.a.row_stride + k_begin * p.a.k_stride;
-  const BElement* const b_tile = static_cast<const BElement*>(p.b.data) + batch * p.b.batch_stride +
-                                 col0 * p.b.row_stride + k_begin * p.b.k_stride;
-  const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
-  const int64_t b_ld = kBKContig ? p.b.row_stride : p.b.k_stride;
-  const int64_t a_stage_step = kWgmmaStageK * p.a.k_stride;
-  const int64_t b_stage_step = kWgmmaStageK * p.b.k_stride;
-  auto k_valid = [&](int stage) {
-    const int64_t left = k_len - int64_t(stage) * kWgmmaStageK;
-    return static_cast<int>(left < kWgmmaStageK ? left : kWgmmaStageK);
-  };
-
-  ALoader a_loader;
-  BLoader b_loader;
-  auto load_stage = [&](int stage) {
-    a_loader.load(a_tile + stage * a_stage_step, a_ld, rows_a, k_valid(stage));
-    b_loader.load(b_tile + stage * b_stage_step, b_ld, rows_b, k_valid(stage));
-  };
-  auto store_stage = [&](int slot) {
-    unsigned char* const base = smem + slot * kStageBytes;
-    a_loader.store(base + kAHi, base + kALo);
-    if constexpr (kBIsU8) {
-      b_loader.store(base + kBHi);
-    } else {
-      b_loader.store(base + kBHi, base + kBLo);
-    }
-  };
-
-  // hi: hh (or hₐ·b for a u8 B), mid: cross (unused for a u8 B), lo: ll (or lₐ·b).
-  uint32_t acc_hi[64], acc_mid[64], acc_lo[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc_hi[i] = acc_lo[i] = 0;
-  if constexpr (!kBIsU8) {
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
-  }
-
-  load_stage(0);
-  store_stage(0);
-  if (stage_count > 1) load_stage(1);
-  wgmma::fence_proxy_async_shared();
-  __syncthreads();
-
-  const int warpgroup = threadIdx.x >> 7;
-  const uint32_t a_rows_offset = warpgroup * 64 * wgmma::kRowBytes;
-  for (int stage = 0; stage < stage_count; ++stage) {
-    const uint32_t base = smem_address + (stage % kWgmmaStages) * kStageBytes;
-    wgmma::fence();
-#pragma unroll
-    for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
-      const uint32_t k_offset = 32 * ks;  // bytes along the 64-byte row
-      const uint64_t a_hi = wgmma::descriptor(base + kAHi + a_rows_offset + k_offset);
-      const uint64_t a_lo = wgmma::descriptor(base + kALo + a_rows_offset + k_offset);
-      const uint64_t b_hi = wgmma::descriptor(base + kBHi + k_offset);
-      if constexpr (kBIsU8) {
-        wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
-      } else {
-        const uint64_t b_lo = wgmma::descriptor(base + kBLo + k_offset);
-        // The two cross products are not issued back to back: they chain on one accumulator.
-        wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
-        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
-        wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
-      }
-    }
-    wgmma::commit_group();
-    if (stage + 1 < stage_count) store_stage((stage + 1) % kWgmmaStages);
-    if (stage + 2 < stage_count) load_stage(stage + 2);
-    wgmma::wait_group<1>();
-    wgmma::fence_proxy_async_shared();
-    __syncthreads();
-  }
-  finish_tile<kBIsU8>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a, rows_b);
-#elif defined(__CUDA_ARCH__)
-  // Built without sm_90a code (the PTX fallback): the host never launches this, see
-  // prepare_wgmma. Fail loudly rather than leave the output unwritten.
-  __trap();
-#endif
-}
-
-// The deep shared-memory kernel: the loop of gemm_wgmma_kernel with the register staging replaced
-// by the raw ring (see "The raw ring" above), `p.raw_stages` slots deep, in front of a 3-slot
-// plane ring.
+// The lean deep kernel (see "The lean deep kernel" above): the raw ring (see "The raw ring"
+// above), `p.raw_stages` slots deep, in front of a 3-slot plane ring.
 //
 // Iteration s: issue the wgmmas of stage s (plane slot s % 3); issue the copies of stage s + R
 // into raw slot s % R (stage s left it when it was split, in iteration s − 1, before that
@@ -1159,160 +928,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 // finished before the previous barrier; wait until raw stage s + 2 has landed (cp.async groups:
 // one per stage, empty ones past the end, so "R − 2 pending" always means stage s + 2) and until
 // at most one wgmma group is pending; barrier. R − 1 stages stay in flight while one is split.
+// The split of stage s + 1 reads its raw words before the wgmmas and copies of stage s and
+// permutes/stores them after (LeanSplitter), and a wide n-contiguous u8 B's extra rows are split
+// by all eight warps.
 template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN>
-__global__ void __launch_bounds__(kWgmmaThreads, 1)
-    gemm_wgmma_deep_kernel(const __grid_constant__ IntegerGemmArgs p) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using namespace wgmma_detail;
-  using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
-  using ALoader = std::conditional_t<kAKContig, S16KContig, S16RowContig>;
-  static_assert(kTileN == kWgmmaTileN || (kBIsU8 && kTileN == kWideTileN), "tile widths");
-  using BLoader =
-      std::conditional_t<kBIsU8, std::conditional_t<kBKContig, U8KContigT<kTileN>, U8RowContig>,
-                         std::conditional_t<kBKContig, S16KContig, S16RowContig>>;
-  constexpr int kStageBytes = deep_stage_bytes(kBIsU8, kTileN);
-  // B's planes hold kTileN rows (kBLo only for an int16 B, whose tile is always 128).
-  constexpr int kAHi = 0, kALo = kPlaneBytes, kBHi = 2 * kPlaneBytes, kBLo = 3 * kPlaneBytes;
-  constexpr int kRawBytes = raw_stage_bytes(kBIsU8, kTileN);
-  constexpr int kAccs = kTileN / 2;
-  constexpr int kRawRing = kDeepPlaneSlots * kStageBytes;  // the raw ring follows the planes
-  const int raw_stages = p.raw_stages;
-
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  unsigned char* const smem = smem_raw + ((1024u - (raw_address & 1023u)) & 1023u);
-  const uint32_t smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-
-  int64_t tile_m, tile_n;
-  grouped_tile(blockIdx.x, p.tiles_m, p.tiles_n, tile_m, tile_n);
-  const int64_t batch = p.batch_offset + blockIdx.z;
-  const int64_t row0 = tile_m * kWgmmaTileM;
-  const int64_t col0 = tile_n * kTileN;
-  const int64_t k_begin = int64_t(blockIdx.y) * p.k_chunk;
-  const int64_t k_end = p.k < k_begin + p.k_chunk ? p.k : k_begin + p.k_chunk;
-  const int64_t k_len = k_end - k_begin;
-  const int stage_count = static_cast<int>((k_len + kWgmmaStageK - 1) / kWgmmaStageK);
-  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
-  const int rows_b = static_cast<int>(p.n - col0 < kTileN ? p.n - col0 : kTileN);
-
-  const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
-                                row0 * p.a.row_stride + k_begin * p.a.k_stride;
-  const BElement* const b_tile = static_cast<const BElement*>(p.b.data) + batch * p.b.batch_stride +
-                                 col0 * p.b.row_stride + k_begin * p.b.k_stride;
-  const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
-  const int64_t b_ld = kBKContig ? p.b.row_stride : p.b.k_stride;
-  const int64_t a_stage_step = kWgmmaStageK * p.a.k_stride;
-  const int64_t b_stage_step = kWgmmaStageK * p.b.k_stride;
-  auto k_valid = [&](int stage) {
-    const int64_t left = k_len - int64_t(stage) * kWgmmaStageK;
-    return static_cast<int>(left < kWgmmaStageK ? left : kWgmmaStageK);
-  };
-
-  auto issue_stage = [&](int stage) {
-    const uint32_t raw = smem_address + kRawRing + (stage % raw_stages) * kRawBytes;
-    copy_raw_stage<int16_t, kAKContig>(raw, a_tile + stage * a_stage_step, a_ld, rows_a,
-                                       k_valid(stage));
-    copy_raw_stage<BElement, kBKContig, kTileN>(raw + kRawS16Bytes, b_tile + stage * b_stage_step,
-                                                b_ld, rows_b, k_valid(stage));
-  };
-  auto split_stage = [&](int stage) {
-    const unsigned char* const raw = smem + kRawRing + (stage % raw_stages) * kRawBytes;
-    unsigned char* const base = smem + (stage % kDeepPlaneSlots) * kStageBytes;
-    ALoader a_loader;
-    a_loader.load_raw(raw);
-    a_loader.store(base + kAHi, base + kALo);
-    BLoader b_loader;
-    if constexpr (kBIsU8 && !kBKContig) {
-      b_loader.template load_raw<kTileN>(raw + kRawS16Bytes);
-      b_loader.store(base + kBHi);
-      // A wider tile's rows 128 … in a second pass of the warps whose 8-row groups exist there.
-      if constexpr (kTileN > kWgmmaTileN) {
-        constexpr int kExtraGroups = (kTileN - kWgmmaTileN) / 8;
-        if (transpose_group() < kExtraGroups) {
-          b_loader.template load_raw<kTileN>(raw + kRawS16Bytes, 16);
-          b_loader.store(base + kBHi, 16);
-        }
-      }
-    } else if constexpr (kBIsU8) {
-      b_loader.load_raw(raw + kRawS16Bytes);
-      b_loader.store(base + kBHi);
-    } else {
-      b_loader.load_raw(raw + kRawS16Bytes);
-      b_loader.store(base + kBHi, base + kBLo);
-    }
-  };
-
-  uint32_t acc_hi[kAccs], acc_mid[kAccs], acc_lo[kAccs];
-#pragma unroll
-  for (int i = 0; i < kAccs; ++i) acc_hi[i] = acc_lo[i] = 0;
-  if constexpr (!kBIsU8) {
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
-  }
-
-  // Fill the whole raw ring, split stage 0, and have stage 1 landed before the loop.
-  for (int stage = 0; stage < raw_stages; ++stage) {
-    if (stage < stage_count) issue_stage(stage);
-    cp_async_commit();
-  }
-  cp_async_wait_dynamic(raw_stages - 1);
-  __syncthreads();
-  split_stage(0);
-  cp_async_wait_dynamic(raw_stages - 2);
-  wgmma::fence_proxy_async_shared();
-  __syncthreads();
-
-  const int warpgroup = threadIdx.x >> 7;
-  const uint32_t a_rows_offset = warpgroup * 64 * wgmma::kRowBytes;
-#pragma unroll 1
-  for (int stage = 0; stage < stage_count; ++stage) {
-    const uint32_t base = smem_address + (stage % kDeepPlaneSlots) * kStageBytes;
-    wgmma::fence();
-#pragma unroll
-    for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
-      const uint32_t k_offset = 32 * ks;
-      const uint64_t a_hi = wgmma::descriptor(base + kAHi + a_rows_offset + k_offset);
-      const uint64_t a_lo = wgmma::descriptor(base + kALo + a_rows_offset + k_offset);
-      const uint64_t b_hi = wgmma::descriptor(base + kBHi + k_offset);
-      if constexpr (kBIsU8 && kTileN == kWideTileN) {
-        wgmma::wgmma_m64n192k32_s8u8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n192k32_u8u8(acc_lo, a_lo, b_hi);
-      } else if constexpr (kBIsU8) {
-        wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
-      } else {
-        const uint64_t b_lo = wgmma::descriptor(base + kBLo + k_offset);
-        wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
-        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
-        wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
-      }
-    }
-    wgmma::commit_group();
-    if (stage + raw_stages < stage_count) issue_stage(stage + raw_stages);
-    cp_async_commit();
-    if (stage + 1 < stage_count) split_stage(stage + 1);
-    cp_async_wait_dynamic(raw_stages - 2);
-    wgmma::wait_group<1>();
-    wgmma::fence_proxy_async_shared();
-    __syncthreads();
-  }
-  // Only empty groups can be left, but the ring becomes the accumulator tile next.
-  cp_async_wait<0>();
-  finish_tile<kBIsU8, kTileN>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a, rows_b);
-#elif defined(__CUDA_ARCH__)
-  __trap();  // the PTX fallback: never launched (prepare_wgmma reports false)
-#endif
-}
-
-// The lean deep kernel (see "The lean deep kernel" above): the same ring, barriers and wgmma
-// sequence as gemm_wgmma_deep_kernel, with the per-stage work reduced to the copies, the split
-// and the wgmmas. Kept separate so that FLEXKIT_GEMM_KERNEL=ss-deep-v1 still runs the first one.
-// kPipelined (the default; false is FLEXKIT_GEMM_KERNEL=ss-lean-v1): the split of stage s + 1
-// reads its raw words before the wgmmas and copies of stage s and permutes/stores them after
-// (LeanSplitter), and a wide n-contiguous u8 B's extra rows are split by all eight warps.
-template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN,
-          bool kPipelined = true>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     gemm_wgmma_lean_kernel(const __grid_constant__ IntegerGemmArgs p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1388,56 +1007,19 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   };
 
   // Split: the per-thread offsets of the transposing loaders once per CTA.
-  LeanS16RowContigSplit a_transpose, b_transpose;
-  LeanS16KContigSplit k_split;  // the same for A and an int16 B
-  LeanU8RowContigSplit u8_transpose, u8_transpose_extra;
   LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN> splitter;
   using SplitRegs = typename LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN>::Regs;
   // A's raw words across the wgmma and copy issue cost 16 registers there; where ptxas then
   // spills (the wide u8 tile with B n-contiguous: 2 · 96 accumulators and three transposing
-  // splitters' offsets) the stage is split as lean v1 did, A then B, just the extra rows
-  // balanced.
+  // splitters' offsets) the stage is split A then B, just the extra rows balanced.
   constexpr bool kLoadAEarly = !(kBIsU8 && kTileN > kWgmmaTileN && !kBKContig);
-  if constexpr (kPipelined) splitter.init();
-  if constexpr (!kPipelined && (kAKContig || (!kBIsU8 && kBKContig))) k_split.init();
-  if constexpr (!kPipelined && !kAKContig) a_transpose.init();
-  if constexpr (!kPipelined && !kBIsU8 && !kBKContig) b_transpose.init();
-  if constexpr (!kPipelined && kBIsU8 && !kBKContig) {
-    u8_transpose.init<kTileN>(0);
-    if constexpr (kTileN > kWgmmaTileN) u8_transpose_extra.init<kTileN>(16);
-  }
+  splitter.init();
   auto split_stage = [&](uint32_t raw_slot, uint32_t plane_slot) {
     const uint32_t raw_address = smem_address + kRawRing + raw_slot;
     const uint32_t base_address = smem_address + plane_slot;
-    if constexpr (kPipelined) {
-      SplitRegs regs;
-      splitter.load(raw_address, regs);
-      splitter.store(regs, base_address);
-      return;
-    }
-    if constexpr (kAKContig) {
-      k_split.split(raw_address, base_address + kAHi);
-    } else {
-      a_transpose.split(raw_address, base_address + kAHi);
-    }
-    if constexpr (kBIsU8 && !kBKContig) {
-      u8_transpose.split<kTileN>(raw_address + kRawS16Bytes, base_address + kBHi);
-      // A wider tile's rows 128 … in a second pass of the warps whose 8-row groups exist there.
-      if constexpr (kTileN > kWgmmaTileN) {
-        constexpr int kExtraGroups = (kTileN - kWgmmaTileN) / 8;
-        if (transpose_group() < kExtraGroups)
-          u8_transpose_extra.split<kTileN>(raw_address + kRawS16Bytes, base_address + kBHi);
-      }
-    } else if constexpr (kBIsU8) {
-      // Bytes go to the plane unchanged: the generic loader has no address work to spare.
-      U8KContigT<kTileN> b_loader;
-      b_loader.load_raw(smem + kRawRing + raw_slot + kRawS16Bytes);
-      b_loader.store(smem + plane_slot + kBHi);
-    } else if constexpr (kBKContig) {
-      k_split.split(raw_address + kRawS16Bytes, base_address + kBHi);
-    } else {
-      b_transpose.split(raw_address + kRawS16Bytes, base_address + kBHi);
-    }
+    SplitRegs regs;
+    splitter.load(raw_address, regs);
+    splitter.store(regs, base_address);
   };
 
   // Descriptors of plane slot 0 (low words; the high word is the same for all), advanced per
@@ -1480,16 +1062,15 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #pragma unroll 1
   for (int stage = 0; stage < stage_count; ++stage) {
     const uint32_t slot = plane_mma >> 4;
-    // Pipelined: stage s + 1's raw slot is complete since the barrier that ended iteration s − 1
+    // Stage s + 1's raw slot is complete since the barrier that ended iteration s − 1
     // (cp.async.wait + __syncthreads), so its A words can be read before anything else here.
     // The last iteration splits too (stale raw bytes into plane slot (s + 1) % 3, which no
     // wgmma reads any more, and finish_tile reuses the shared memory only after the final
-    // barrier): a load and a store under `split_next` made nvcc thread that branch through the
-    // wgmma and copy code between them, six copies of the loop body.
-    const bool split_next = stage + 1 < stage_count;
+    // barrier): a load and a store under a `stage + 1 < stage_count` guard made nvcc thread that
+    // branch through the wgmma and copy code between them, six copies of the loop body.
     SplitRegs split_regs;
     const uint32_t split_raw = smem_address + kRawRing + raw_split;
-    if constexpr (kPipelined && kLoadAEarly) splitter.load_a(split_raw, split_regs);
+    if constexpr (kLoadAEarly) splitter.load_a(split_raw, split_regs);
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
@@ -1514,19 +1095,15 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     wgmma::commit_group();
     if (stage + raw_stages < stage_count) issue_stage(stage + raw_stages, raw_issue);
     cp_async_commit();
-    if constexpr (kPipelined) {
-      const uint32_t planes = smem_address + plane_split;
-      if constexpr (kLoadAEarly) {
-        splitter.load_b(split_raw, split_regs);
-        splitter.store(split_regs, planes);
-      } else {
-        splitter.load_a(split_raw, split_regs);
-        splitter.store_a(split_regs, planes);
-        splitter.load_b(split_raw, split_regs);
-        splitter.store_b(split_regs, planes);
-      }
-    } else if (split_next) {
-      split_stage(raw_split, plane_split);
+    const uint32_t planes = smem_address + plane_split;
+    if constexpr (kLoadAEarly) {
+      splitter.load_b(split_raw, split_regs);
+      splitter.store(split_regs, planes);
+    } else {
+      splitter.load_a(split_raw, split_regs);
+      splitter.store_a(split_regs, planes);
+      splitter.load_b(split_raw, split_regs);
+      splitter.store_b(split_regs, planes);
     }
     raw_issue = raw_issue + kRawBytes == raw_ring_bytes ? 0u : raw_issue + kRawBytes;
     raw_split = raw_split + kRawBytes == raw_ring_bytes ? 0u : raw_split + kRawBytes;
@@ -1549,135 +1126,82 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #endif
 }
 
-// Explicit instantiation + launch helpers for one element type of B. `deep`: a raw-ring kernel
-// instead of the register-staged one: gemm_wgmma_lean_kernel, or with `version` 1
-// gemm_wgmma_deep_kernel, with 2 the unpipelined lean kernel (ss-lean-v1). `wide`: the 192-column
-// tile (a u8 B and the deep kernels only).
+// Explicit instantiation + launch helpers for one element type of B: gemm_wgmma_lean_kernel.
+// `wide`: the 192-column tile (a u8 B only).
 template <bool kBIsU8>
-bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide);
+bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool wide);
 template <bool kBIsU8>
-void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide,
-                          dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream);
+void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool wide, dim3 grid,
+                          const IntegerGemmArgs& args, cudaStream_t stream);
 
 namespace wgmma_detail {
 
-// kDeep: 0 the register-staged kernel, 1 the lean deep one, 2 the lean deep one with the wide
-// tile, 3 and 4 the same with the first deep kernel (gemm_wgmma_deep_kernel), 5 and 6 the same
-// with the unpipelined lean kernel (ss-lean-v1).
-template <int kDeep>
-inline constexpr int kDeepTileN = kDeep % 2 == 0 && kDeep > 0 ? kWideTileN : kWgmmaTileN;
-
-template <bool kBIsU8, bool kAKContig, bool kBKContig, int kDeep>
-constexpr auto deep_kernel() {
-  constexpr int kTileN = kDeepTileN<kDeep>;
-  if constexpr (kDeep >= 5) {
-    return gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN, false>;
-  } else if constexpr (kDeep >= 3) {
-    return gemm_wgmma_deep_kernel<kBIsU8, kAKContig, kBKContig, kTileN>;
-  } else {
-    return gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN>;
-  }
-}
-
-template <bool kBIsU8, bool kAKContig, bool kBKContig, int kDeep>
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN>
 bool prepare_one() {
-  constexpr int kTileN = kDeepTileN<kDeep>;
-  auto kernel = kDeep ? deep_kernel<kBIsU8, kAKContig, kBKContig, kDeep>()
-                      : gemm_wgmma_kernel<kBIsU8, kAKContig, kBKContig>;
+  auto kernel = gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN>;
   cudaFuncAttributes attributes{};
   FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   // ptxVersion is the virtual architecture the loaded code came from: 90 for the sm_90a image,
   // 75 when the driver JIT-compiled the compute_75 fallback (whose body is only a trap).
   if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
-  const int bytes = kDeep ? deep_smem_bytes(kBIsU8, deep_max_raw_stages(kBIsU8, kTileN), kTileN)
-                          : smem_bytes(kBIsU8);
+  const int bytes = deep_smem_bytes(kBIsU8, deep_max_raw_stages(kBIsU8, kTileN), kTileN);
   FLEXKIT_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   return true;
 }
 
-template <bool kBIsU8, bool kAKContig, bool kBKContig, int kDeep>
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN>
 void launch_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
-  if constexpr (kDeep) {
-    constexpr int kTileN = kDeepTileN<kDeep>;
-    constexpr auto kernel = deep_kernel<kBIsU8, kAKContig, kBKContig, kDeep>();
-    kernel<<<grid, kWgmmaThreads, deep_smem_bytes(kBIsU8, args.raw_stages, kTileN), stream>>>(args);
-    if constexpr (kDeep == 3 || kDeep == 4) {
-      FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_deep_kernel");
-    } else {
-      FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_lean_kernel");
-    }
-  } else {
-    gemm_wgmma_kernel<kBIsU8, kAKContig, kBKContig>
-        <<<grid, kWgmmaThreads, smem_bytes(kBIsU8), stream>>>(args);
-    FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_kernel");
-  }
+  gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN>
+      <<<grid, kWgmmaThreads, deep_smem_bytes(kBIsU8, args.raw_stages, kTileN), stream>>>(args);
+  FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_lean_kernel");
 }
 
-template <bool kBIsU8, int kDeep>
+template <bool kBIsU8, int kTileN>
 bool prepare_layout(bool a_k_contig, bool b_k_contig) {
   if (a_k_contig) {
-    return b_k_contig ? prepare_one<kBIsU8, true, true, kDeep>()
-                      : prepare_one<kBIsU8, true, false, kDeep>();
+    return b_k_contig ? prepare_one<kBIsU8, true, true, kTileN>()
+                      : prepare_one<kBIsU8, true, false, kTileN>();
   }
-  return b_k_contig ? prepare_one<kBIsU8, false, true, kDeep>()
-                    : prepare_one<kBIsU8, false, false, kDeep>();
+  return b_k_contig ? prepare_one<kBIsU8, false, true, kTileN>()
+                    : prepare_one<kBIsU8, false, false, kTileN>();
 }
 
-template <bool kBIsU8, int kDeep>
+template <bool kBIsU8, int kTileN>
 void launch_layout(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
                    cudaStream_t stream) {
   if (a_k_contig) {
     if (b_k_contig) {
-      launch_one<kBIsU8, true, true, kDeep>(grid, args, stream);
+      launch_one<kBIsU8, true, true, kTileN>(grid, args, stream);
     } else {
-      launch_one<kBIsU8, true, false, kDeep>(grid, args, stream);
+      launch_one<kBIsU8, true, false, kTileN>(grid, args, stream);
     }
   } else if (b_k_contig) {
-    launch_one<kBIsU8, false, true, kDeep>(grid, args, stream);
+    launch_one<kBIsU8, false, true, kTileN>(grid, args, stream);
   } else {
-    launch_one<kBIsU8, false, false, kDeep>(grid, args, stream);
+    launch_one<kBIsU8, false, false, kTileN>(grid, args, stream);
   }
 }
 
 }  // namespace wgmma_detail
 
 template <bool kBIsU8>
-bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide) {
+bool prepare_wgmma_variant(bool a_k_contig, bool b_k_contig, bool wide) {
   using namespace wgmma_detail;
   if constexpr (kBIsU8) {
-    if (deep && wide) {
-      if (version == 1) return prepare_layout<kBIsU8, 4>(a_k_contig, b_k_contig);
-      if (version == 2) return prepare_layout<kBIsU8, 6>(a_k_contig, b_k_contig);
-      return prepare_layout<kBIsU8, 2>(a_k_contig, b_k_contig);
-    }
+    if (wide) return prepare_layout<kBIsU8, kWideTileN>(a_k_contig, b_k_contig);
   }
-  if (!deep) return prepare_layout<kBIsU8, 0>(a_k_contig, b_k_contig);
-  if (version == 1) return prepare_layout<kBIsU8, 3>(a_k_contig, b_k_contig);
-  if (version == 2) return prepare_layout<kBIsU8, 5>(a_k_contig, b_k_contig);
-  return prepare_layout<kBIsU8, 1>(a_k_contig, b_k_contig);
+  return prepare_layout<kBIsU8, kWgmmaTileN>(a_k_contig, b_k_contig);
 }
 
 template <bool kBIsU8>
-void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide,
-                          dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
+void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool wide, dim3 grid,
+                          const IntegerGemmArgs& args, cudaStream_t stream) {
   using namespace wgmma_detail;
   if constexpr (kBIsU8) {
-    if (deep && wide) {
-      if (version == 1) return launch_layout<kBIsU8, 4>(a_k_contig, b_k_contig, grid, args, stream);
-      if (version == 2) return launch_layout<kBIsU8, 6>(a_k_contig, b_k_contig, grid, args, stream);
-      return launch_layout<kBIsU8, 2>(a_k_contig, b_k_contig, grid, args, stream);
-    }
+    if (wide) return launch_layout<kBIsU8, kWideTileN>(a_k_contig, b_k_contig, grid, args, stream);
   }
-  if (!deep) {
-    launch_layout<kBIsU8, 0>(a_k_contig, b_k_contig, grid, args, stream);
-  } else if (version == 1) {
-    launch_layout<kBIsU8, 3>(a_k_contig, b_k_contig, grid, args, stream);
-  } else if (version == 2) {
-    launch_layout<kBIsU8, 5>(a_k_contig, b_k_contig, grid, args, stream);
-  } else {
-    launch_layout<kBIsU8, 1>(a_k_contig, b_k_contig, grid, args, stream);
-  }
+  launch_layout<kBIsU8, kWgmmaTileN>(a_k_contig, b_k_contig, grid, args, stream);
 }
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -12,12 +12,11 @@
 namespace flexkit::backend::cuda::gemm_kernels {
 
 // One CTA computes a 128 × 128 output tile with two warpgroups (64 × 128 each); K advances in
-// stages of 64 through a 3-deep shared-memory ring of byte planes (fed, in the deep kernels, by a
-// ring of raw int16 / u8 tiles filled with cp.async).
+// stages of 64 through a 3-deep shared-memory ring of byte planes, fed by a ring of raw int16 /
+// u8 tiles filled with cp.async.
 inline constexpr int kWgmmaTileM = 128;
 inline constexpr int kWgmmaTileN = 128;
 inline constexpr int kWgmmaStageK = 64;
-inline constexpr int kWgmmaStages = 3;
 inline constexpr int kWgmmaThreads = 256;
 // The int32 accumulators stay exact for at most 32768 products of bytes
 // (32768 · 255² and 32768 · 2 · 128 · 255 are both < 2^31): a CTA's K range is never longer.
@@ -29,18 +28,12 @@ struct WgmmaVariant {
   bool b_is_u8;
   bool a_k_contig;
   bool b_k_contig;
-  bool deep;   // the raw cp.async ring (gemm_wgmma_lean_kernel) instead of register staging
-  int tile_n;  // kWgmmaTileN, or kWgmmaWideTileN (u8 B, deep kernels only)
-  bool deep_v1 = false;  // deep: the first deep kernel (gemm_wgmma_deep_kernel), for comparison
-  bool lean_v1 = false;  // deep: the unpipelined lean kernel (ss-lean-v1), for comparison
-  // The `version` argument of the per-type helpers below: 0 the default, 1 deep v1, 2 lean v1.
-  int version() const { return deep_v1 ? 1 : lean_v1 ? 2 : 0; }
+  int tile_n;  // kWgmmaTileN, or kWgmmaWideTileN (u8 B only)
 };
-// The wider N tile a u8 B may use with the deep kernel (FLEXKIT_GEMM_TILE_N=192).
+// The wider N tile a u8 B may use (FLEXKIT_GEMM_TILE_N=192).
 inline constexpr int kWgmmaWideTileN = 192;
 
-std::size_t wgmma_smem_bytes(bool b_is_u8);
-// The deepest raw ring (args.raw_stages) that fits the shared memory of the deep kernels.
+// The deepest raw ring (args.raw_stages) that fits the kernel's shared memory.
 int wgmma_max_raw_stages(bool b_is_u8, int tile_n);
 
 // On the current device: raises the variant's dynamic shared-memory limit and reports whether the
@@ -53,20 +46,19 @@ void launch_wgmma(const WgmmaVariant& variant, dim3 grid, const IntegerGemmArgs&
                   cudaStream_t stream);
 
 // Per element type of B (one translation unit each, to spread the build).
-bool prepare_wgmma_s16(bool a_k_contig, bool b_k_contig, bool deep, int version);
-bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide);
-void launch_wgmma_s16(bool a_k_contig, bool b_k_contig, bool deep, int version, dim3 grid,
-                      const IntegerGemmArgs& args, cudaStream_t stream);
-void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide, dim3 grid,
+bool prepare_wgmma_s16(bool a_k_contig, bool b_k_contig);
+bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool wide);
+void launch_wgmma_s16(bool a_k_contig, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
+                      cudaStream_t stream);
+void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool wide, dim3 grid,
                      const IntegerGemmArgs& args, cudaStream_t stream);
 
 // The register-A kernel (gemm_wgmma_rs.cu): same tile, stage depth and K-chunk rules as above,
-// for a k-contiguous A only; B k- or n-contiguous.
-// `deep`: A and B through the raw cp.async ring (gemm_wgmma_rs_deep_kernel, args.raw_stages ≥ 3
-// slots, at most wgmma_rs_max_raw_stages) instead of register-staged global loads.
-bool prepare_wgmma_rs(bool b_is_u8, bool b_k_contig, bool deep);
-void launch_wgmma_rs(bool b_is_u8, bool b_k_contig, bool deep, dim3 grid,
-                     const IntegerGemmArgs& args, cudaStream_t stream);
+// for a k-contiguous A only; B k- or n-contiguous. A and B through the raw cp.async ring
+// (gemm_wgmma_rs_deep_kernel, args.raw_stages ≥ 3 slots, at most wgmma_rs_max_raw_stages).
+bool prepare_wgmma_rs(bool b_is_u8, bool b_k_contig);
+void launch_wgmma_rs(bool b_is_u8, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
+                     cudaStream_t stream);
 int wgmma_rs_max_raw_stages(bool b_is_u8);
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -3,30 +3,19 @@
 //
 // Why: the shared-memory kernel (gemm_wgmma.cuh) reads A and B from shared memory for every
 // wgmma and writes all four byte planes with st.shared, which puts it at the shared-memory
-// bandwidth ceiling (~128 B/clk/SM) well before the tensor cores'. Here each warpgroup loads its
-// own 64 rows of A from global memory straight into the wgmma A-fragment layout and splits them
+// bandwidth ceiling (~128 B/clk/SM) well before the tensor cores'. Here each warpgroup reads its
+// own 64 rows of A (from the raw ring) straight into the wgmma A-fragment layout and splits them
 // into high/low bytes with byte permutes in registers: shared memory carries only B (written
 // once per CTA and stage, read by the wgmmas), about half the traffic.
 //
 // A fragment of one k32 step (see wgmma_int8.cuh): a thread needs, for rows g and g + 8 of its
 // warp's 16 rows (g = lane / 4), the int16 at k = 4t … 4t+3 and 16 + 4t … +3 (t = lane % 4):
-// four 8-byte loads per k32 step; four lanes read one row's whole 32-byte segment, so every
-// load instruction uses whole sectors. Splitting 4 int16 (two words) gives one word of high
+// four 8-byte loads per k32 step. Splitting 4 int16 (two words) gives one word of high
 // bytes (s8) and one of low bytes (u8), each already in fragment order.
 //
-// B goes through the same loaders, swizzled 64-byte K-major planes and stage depth (K 64) as
-// the shared-memory kernel, into a 2-slot ring: each iteration waits for all its wgmmas before
-// the barrier (the A fragment registers must stay untouched until then anyway), so the slot
-// written during iteration s — the one stage s+1 reads — was last read in iteration s-1.
-//
-// Pipeline per iteration s (both warpgroups, 256 threads): split A(s) (loaded one iteration
-// earlier) into fragments; issue the global loads of A(s+1); issue the wgmmas of stage s; while
-// they run, store B(s+1) (loaded one iteration earlier) into the free slot and issue the loads
-// of B(s+2); wait for the wgmmas; barrier.
-//
-// gemm_wgmma_rs_deep_kernel (further down, FLEXKIT_GEMM_KERNEL=rs) is the same computation with
-// both operands streamed through the raw cp.async ring of gemm_wgmma.cuh, several stages deep;
-// this register-staged one stays as FLEXKIT_GEMM_KERNEL=rs-reg.
+// Both operands are streamed through the raw cp.async ring of gemm_wgmma.cuh, several stages
+// deep (gemm_wgmma_rs_deep_kernel, FLEXKIT_GEMM_KERNEL=rs); B goes through the same loaders,
+// swizzled 64-byte K-major planes and stage depth (K 64) as the shared-memory kernel.
 #include <cstdint>
 #include <type_traits>
 
@@ -36,57 +25,10 @@ namespace flexkit::backend::cuda::gemm_kernels {
 namespace wgmma_rs_detail {
 
 using wgmma_detail::kPlaneBytes;
-inline constexpr int kRingSlots = 2;
 
 __host__ __device__ constexpr int b_stage_bytes(bool b_is_u8) {
   return (b_is_u8 ? 1 : 2) * kPlaneBytes;
 }
-__host__ __device__ constexpr int smem_bytes(bool b_is_u8) {
-  return (kRingSlots * b_stage_bytes(b_is_u8) > wgmma_detail::kAccumulatorTileBytes
-              ? kRingSlots * b_stage_bytes(b_is_u8)
-              : wgmma_detail::kAccumulatorTileBytes) +
-         wgmma_detail::kAlignSlack;
-}
-
-// Four int16 at p (8-byte aligned when all are valid), zero past `valid`.
-__device__ __forceinline__ uint2 load_s16x4(const int16_t* p, int valid) {
-  if (valid >= 4) return __ldg(reinterpret_cast<const uint2*>(p));
-  uint32_t w[2] = {0, 0};
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    if (i < valid) w[i >> 1] |= uint32_t(uint16_t(__ldg(p + i))) << (16 * (i & 1));
-  return make_uint2(w[0], w[1]);
-}
-
-// This thread's share of A for one K-64 stage, raw int16: v[ks][j] holds row g + 8·(j & 1) and
-// k = 32·ks + 16·(j >> 1) + 4t … +3 of the stage.
-struct ARegisters {
-  uint2 v[2][4];
-
-  // One half (k 32·ks … +31) of a stage. rows: pointers to this thread's two rows at k 0 of the
-  // CTA's K range (null when the row is past the matrix); k0: first k of the stage inside that
-  // range; k_valid: k left in the stage.
-  __device__ __forceinline__ void load(int ks, const int16_t* row_lo, const int16_t* row_hi, int k0,
-                                       int k_valid) {
-    const int t4 = 4 * (threadIdx.x & 3);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int16_t* row = (j & 1) ? row_hi : row_lo;
-      const int k = 32 * ks + 16 * (j >> 1) + t4;
-      v[ks][j] =
-          row != nullptr && k < k_valid ? load_s16x4(row + k0 + k, k_valid - k) : make_uint2(0, 0);
-    }
-  }
-
-  // m = 256·h + l: the high bytes (bytes 1, 3 of each word) are signed, the low ones unsigned.
-  __device__ __forceinline__ void split(int ks, uint32_t (&hi)[4], uint32_t (&lo)[4]) const {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      hi[j] = __byte_perm(v[ks][j].x, v[ks][j].y, 0x7531);
-      lo[j] = __byte_perm(v[ks][j].x, v[ks][j].y, 0x6420);
-    }
-  }
-};
 
 // Fragments are computed before wgmma.fence: otherwise the compiler may sink the byte permutes
 // past it, and ptxas then has to inject extra warpgroup synchronisation before the wgmmas.
@@ -94,143 +36,6 @@ __device__ __forceinline__ void pin_fragment(uint32_t (&f)[4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(f[i])::"memory");
 }
-
-}  // namespace wgmma_rs_detail
-
-template <bool kBIsU8, bool kBKContig>
-__global__ void __launch_bounds__(kWgmmaThreads, 1)
-    gemm_wgmma_rs_kernel(const __grid_constant__ IntegerGemmArgs p) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using namespace wgmma_detail;
-  using namespace wgmma_rs_detail;
-  using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
-  using BLoader = std::conditional_t<kBIsU8, std::conditional_t<kBKContig, U8KContig, U8RowContig>,
-                                     std::conditional_t<kBKContig, S16KContig, S16RowContig>>;
-  constexpr int kStageBytes = b_stage_bytes(kBIsU8);
-  constexpr int kBHi = 0, kBLo = kPlaneBytes;  // B high bytes (or B bytes), B low bytes
-
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  unsigned char* const smem = smem_raw + ((1024u - (raw_address & 1023u)) & 1023u);
-  const uint32_t smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-
-  int64_t tile_m, tile_n;
-  grouped_tile(blockIdx.x, p.tiles_m, p.tiles_n, tile_m, tile_n);
-  const int64_t batch = p.batch_offset + blockIdx.z;
-  const int64_t row0 = tile_m * kWgmmaTileM;
-  const int64_t col0 = tile_n * kWgmmaTileN;
-  const int64_t k_begin = int64_t(blockIdx.y) * p.k_chunk;
-  const int64_t k_end = p.k < k_begin + p.k_chunk ? p.k : k_begin + p.k_chunk;
-  const int64_t k_len = k_end - k_begin;
-  const int stage_count = static_cast<int>((k_len + kWgmmaStageK - 1) / kWgmmaStageK);
-  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
-  const int rows_b = static_cast<int>(p.n - col0 < kWgmmaTileN ? p.n - col0 : kWgmmaTileN);
-  auto k_valid = [&](int stage) {
-    const int64_t left = k_len - int64_t(stage) * kWgmmaStageK;
-    return static_cast<int>(left < kWgmmaStageK ? left : kWgmmaStageK);
-  };
-
-  // A is k-contiguous (k_stride 1): this thread's rows of its warpgroup's 64.
-  const int warpgroup = threadIdx.x >> 7;
-  const int lane = threadIdx.x & 31;
-  const int a_row = 64 * warpgroup + 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2);
-  const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
-                                row0 * p.a.row_stride + k_begin;
-  const int16_t* const a_row_lo = a_row < rows_a ? a_tile + a_row * p.a.row_stride : nullptr;
-  const int16_t* const a_row_hi =
-      a_row + 8 < rows_a ? a_tile + (a_row + 8) * p.a.row_stride : nullptr;
-
-  const BElement* const b_tile = static_cast<const BElement*>(p.b.data) + batch * p.b.batch_stride +
-                                 col0 * p.b.row_stride + k_begin * p.b.k_stride;
-  const int64_t b_ld = kBKContig ? p.b.row_stride : p.b.k_stride;
-  const int64_t b_stage_step = kWgmmaStageK * p.b.k_stride;
-
-  ARegisters a_regs;
-  BLoader b_loader;
-  auto load_b = [&](int stage) {
-    b_loader.load(b_tile + stage * b_stage_step, b_ld, rows_b, k_valid(stage));
-  };
-  auto store_b = [&](int slot) {
-    unsigned char* const base = smem + slot * kStageBytes;
-    if constexpr (kBIsU8) {
-      b_loader.store(base + kBHi);
-    } else {
-      b_loader.store(base + kBHi, base + kBLo);
-    }
-  };
-
-  // hi: hh (or hₐ·b for a u8 B), mid: cross (unused for a u8 B), lo: ll (or lₐ·b).
-  uint32_t acc_hi[64], acc_mid[64], acc_lo[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc_hi[i] = acc_lo[i] = 0;
-  if constexpr (!kBIsU8) {
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
-  }
-
-  a_regs.load(0, a_row_lo, a_row_hi, 0, k_valid(0));
-  a_regs.load(1, a_row_lo, a_row_hi, 0, k_valid(0));
-  load_b(0);
-  store_b(0);
-  if (stage_count > 1) load_b(1);
-  wgmma::fence_proxy_async_shared();
-  __syncthreads();
-
-#pragma unroll 1
-  for (int stage = 0; stage < stage_count; ++stage) {
-    const uint32_t base = smem_address + (stage % kRingSlots) * kStageBytes;
-    const bool more = stage + 1 < stage_count;
-    const int next_k0 = (stage + 1) * kWgmmaStageK;  // a K chunk is ≤ 32768
-    const int next_k_valid = more ? k_valid(stage + 1) : 0;
-    // Both halves of the stage (k 0-31, 32-63): split this half's A, issue its wgmmas, refill
-    // its raw registers with the next stage's. A flex16 B waits for each half's wgmmas before
-    // splitting the next (only one half's fragments live: the three accumulators leave no room
-    // for two, see the register report); a u8 B keeps both in flight until the stage's end.
-#pragma unroll
-    for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
-      uint32_t a_hi[4], a_lo[4];
-      a_regs.split(ks, a_hi, a_lo);
-      pin_fragment(a_hi);
-      pin_fragment(a_lo);
-      const uint32_t k_offset = 32 * ks;  // bytes along the 64-byte row
-      const uint64_t b_hi = wgmma::descriptor(base + kBHi + k_offset);
-      wgmma::fence();
-      if constexpr (kBIsU8) {
-        wgmma::wgmma_rs_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_rs_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
-      } else {
-        const uint64_t b_lo = wgmma::descriptor(base + kBLo + k_offset);
-        // The two cross products are not issued back to back: they chain on one accumulator.
-        wgmma::wgmma_rs_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_rs_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
-        wgmma::wgmma_rs_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
-        wgmma::wgmma_rs_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
-      }
-      wgmma::commit_group();
-      if (ks == 0) {
-        // While the tensor cores run: the next stage's B into the free slot, the one after
-        // into registers.
-        // The A refill waits until after the B store: the store's permutes need registers that
-        // the refilled half would hold.
-        if (more) store_b((stage + 1) % kRingSlots);
-        if (more) a_regs.load(ks, a_row_lo, a_row_hi, next_k0, next_k_valid);
-        if (stage + 2 < stage_count) load_b(stage + 2);
-        if constexpr (!kBIsU8) wgmma::wait_group<0>();
-      } else if (more) {
-        a_regs.load(ks, a_row_lo, a_row_hi, next_k0, next_k_valid);
-      }
-    }
-    wgmma::wait_group<0>();
-    wgmma::fence_proxy_async_shared();
-    __syncthreads();
-  }
-  finish_tile<kBIsU8>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a, rows_b);
-#elif defined(__CUDA_ARCH__)
-  __trap();  // the PTX fallback: never launched (prepare_wgmma_rs reports false)
-#endif
-}
-
-namespace wgmma_rs_detail {
 
 // The deep register-A kernel: both operands arrive through the raw cp.async ring (gemm_wgmma.cuh,
 // "The raw ring"), R = p.raw_stages slots of raw A (k-contiguous int16) and raw B, in front of a
@@ -261,7 +66,7 @@ static_assert(deep_max_raw_stages(false) >= 3 && deep_max_raw_stages(true) >= 3,
               "the raw ring needs 3 slots");
 
 // Half ks (k 32·ks … +31) of this thread's A fragment rows from a raw k-contiguous slot: the same
-// registers ARegisters::load fills from global memory.
+// registers, row g + 8·(j & 1) and k = 32·ks + 16·(j >> 1) + 4t … +3 of the stage in v[j].
 __device__ __forceinline__ void load_a_raw(uint2 (&v)[4], const unsigned char* raw, int row,
                                            int ks) {
   const int t = threadIdx.x & 3;
@@ -427,70 +232,46 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 
 namespace wgmma_rs_detail {
 
-template <bool kBIsU8, bool kBKContig, bool kDeep>
+template <bool kBIsU8, bool kBKContig>
 bool prepare_one() {
-  auto kernel = kDeep ? gemm_wgmma_rs_deep_kernel<kBIsU8, kBKContig>
-                      : gemm_wgmma_rs_kernel<kBIsU8, kBKContig>;
+  auto kernel = gemm_wgmma_rs_deep_kernel<kBIsU8, kBKContig>;
   cudaFuncAttributes attributes{};
   FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
-  const int bytes =
-      kDeep ? deep_smem_bytes(kBIsU8, deep_max_raw_stages(kBIsU8)) : smem_bytes(kBIsU8);
+  const int bytes = deep_smem_bytes(kBIsU8, deep_max_raw_stages(kBIsU8));
   FLEXKIT_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   return true;
 }
 
-template <bool kBIsU8, bool kBKContig, bool kDeep>
+template <bool kBIsU8, bool kBKContig>
 void launch_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
-  if constexpr (kDeep) {
-    gemm_wgmma_rs_deep_kernel<kBIsU8, kBKContig>
-        <<<grid, kWgmmaThreads, deep_smem_bytes(kBIsU8, args.raw_stages), stream>>>(args);
-    FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_rs_deep_kernel");
-  } else {
-    gemm_wgmma_rs_kernel<kBIsU8, kBKContig>
-        <<<grid, kWgmmaThreads, smem_bytes(kBIsU8), stream>>>(args);
-    FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_rs_kernel");
-  }
-}
-
-template <bool kDeep>
-bool prepare_deep(bool b_is_u8, bool b_k_contig) {
-  if (b_is_u8)
-    return b_k_contig ? prepare_one<true, true, kDeep>() : prepare_one<true, false, kDeep>();
-  return b_k_contig ? prepare_one<false, true, kDeep>() : prepare_one<false, false, kDeep>();
-}
-
-template <bool kDeep>
-void launch_deep(bool b_is_u8, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
-                 cudaStream_t stream) {
-  if (b_is_u8) {
-    if (b_k_contig) {
-      launch_one<true, true, kDeep>(grid, args, stream);
-    } else {
-      launch_one<true, false, kDeep>(grid, args, stream);
-    }
-  } else if (b_k_contig) {
-    launch_one<false, true, kDeep>(grid, args, stream);
-  } else {
-    launch_one<false, false, kDeep>(grid, args, stream);
-  }
+  gemm_wgmma_rs_deep_kernel<kBIsU8, kBKContig>
+      <<<grid, kWgmmaThreads, deep_smem_bytes(kBIsU8, args.raw_stages), stream>>>(args);
+  FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_rs_deep_kernel");
 }
 
 }  // namespace wgmma_rs_detail
 
-bool prepare_wgmma_rs(bool b_is_u8, bool b_k_contig, bool deep) {
+bool prepare_wgmma_rs(bool b_is_u8, bool b_k_contig) {
   using namespace wgmma_rs_detail;
-  return deep ? prepare_deep<true>(b_is_u8, b_k_contig) : prepare_deep<false>(b_is_u8, b_k_contig);
+  if (b_is_u8) return b_k_contig ? prepare_one<true, true>() : prepare_one<true, false>();
+  return b_k_contig ? prepare_one<false, true>() : prepare_one<false, false>();
 }
 
-void launch_wgmma_rs(bool b_is_u8, bool b_k_contig, bool deep, dim3 grid,
-                     const IntegerGemmArgs& args, cudaStream_t stream) {
+void launch_wgmma_rs(bool b_is_u8, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
+                     cudaStream_t stream) {
   using namespace wgmma_rs_detail;
-  if (deep) {
-    launch_deep<true>(b_is_u8, b_k_contig, grid, args, stream);
+  if (b_is_u8) {
+    if (b_k_contig) {
+      launch_one<true, true>(grid, args, stream);
+    } else {
+      launch_one<true, false>(grid, args, stream);
+    }
+  } else if (b_k_contig) {
+    launch_one<false, true>(grid, args, stream);
   } else {
-    launch_deep<false>(b_is_u8, b_k_contig, grid, args, stream);
+    launch_one<false, false>(grid, args, stream);
   }
 }
 

@@ -3,17 +3,13 @@
 
 namespace flexkit::backend::cuda::gemm_kernels {
 
-bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide) {
-  return prepare_wgmma_variant<true>(a_k_contig, b_k_contig, deep, version, wide);
+bool prepare_wgmma_u8(bool a_k_contig, bool b_k_contig, bool wide) {
+  return prepare_wgmma_variant<true>(a_k_contig, b_k_contig, wide);
 }
 
-void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool deep, int version, bool wide, dim3 grid,
+void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool wide, dim3 grid,
                      const IntegerGemmArgs& args, cudaStream_t stream) {
-  launch_wgmma_variant<true>(a_k_contig, b_k_contig, deep, version, wide, grid, args, stream);
-}
-
-std::size_t wgmma_smem_bytes(bool b_is_u8) {
-  return b_is_u8 ? wgmma_detail::smem_bytes(true) : wgmma_detail::smem_bytes(false);
+  launch_wgmma_variant<true>(a_k_contig, b_k_contig, wide, grid, args, stream);
 }
 
 int wgmma_max_raw_stages(bool b_is_u8, int tile_n) {
@@ -21,21 +17,18 @@ int wgmma_max_raw_stages(bool b_is_u8, int tile_n) {
 }
 
 bool prepare_wgmma(const WgmmaVariant& variant) {
-  return variant.b_is_u8
-             ? prepare_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep,
-                                variant.version(), variant.tile_n == wgmma_detail::kWideTileN)
-             : prepare_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep,
-                                 variant.version());
+  return variant.b_is_u8 ? prepare_wgmma_u8(variant.a_k_contig, variant.b_k_contig,
+                                            variant.tile_n == wgmma_detail::kWideTileN)
+                         : prepare_wgmma_s16(variant.a_k_contig, variant.b_k_contig);
 }
 
 void launch_wgmma(const WgmmaVariant& variant, dim3 grid, const IntegerGemmArgs& args,
                   cudaStream_t stream) {
   if (variant.b_is_u8) {
-    launch_wgmma_u8(variant.a_k_contig, variant.b_k_contig, variant.deep, variant.version(),
+    launch_wgmma_u8(variant.a_k_contig, variant.b_k_contig,
                     variant.tile_n == wgmma_detail::kWideTileN, grid, args, stream);
   } else {
-    launch_wgmma_s16(variant.a_k_contig, variant.b_k_contig, variant.deep, variant.version(), grid,
-                     args, stream);
+    launch_wgmma_s16(variant.a_k_contig, variant.b_k_contig, grid, args, stream);
   }
 }
 
