@@ -21,6 +21,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/conv/conv_direct.hpp"
+#include "backend/cuda/exact_stats_commit.cuh"
 #include "backend/cuda/launch_support.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
@@ -33,7 +34,6 @@ using gemm::ElementKind;
 using portable::GemmStats;
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
 // Grid-stride kernels need no more blocks than keep every multiprocessor busy.
 constexpr std::int64_t kBlocksPerSm = 32;
 // update: terms one block sums for one filter element (16 per thread), and the most slice
@@ -132,48 +132,6 @@ __device__ __forceinline__ void finish(const Args& a, std::int64_t row, std::int
   }
 }
 
-// ---- statistics ------------------------------------------------------------------------------
-
-__device__ __forceinline__ void merge_from_lane(GemmStats& s, int offset) {
-  constexpr unsigned kAll = 0xffffffffu;
-  GemmStats o;
-  o.max_abs_m = __shfl_xor_sync(kAll, s.max_abs_m, offset);
-  o.pad = 0;
-  o.saturated = __shfl_xor_sync(kAll, static_cast<unsigned long long>(s.saturated), offset);
-  o.acc_max = __shfl_xor_sync(kAll, static_cast<long long>(s.acc_max), offset);
-  o.acc_min = __shfl_xor_sync(kAll, static_cast<long long>(s.acc_min), offset);
-  o.value_max_key = __shfl_xor_sync(kAll, static_cast<unsigned long long>(s.value_max_key), offset);
-  o.value_min_key = __shfl_xor_sync(kAll, static_cast<unsigned long long>(s.value_min_key), offset);
-  portable::gemm_stats_merge(s, o);
-}
-
-// Merges every thread's record into *global. All kThreads threads of the block must call it.
-__device__ void commit_stats(GemmStats s, GemmStats* global) {
-  __shared__ GemmStats per_warp[kWarps];
-  for (int offset = 16; offset > 0; offset >>= 1) merge_from_lane(s, offset);
-  if ((threadIdx.x & 31) == 0) per_warp[threadIdx.x >> 5] = s;
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  GemmStats b = per_warp[0];
-  for (int w = 1; w < kWarps; ++w) portable::gemm_stats_merge(b, per_warp[w]);
-  // Only the fields this block moved (each is a max, min or sum: skipping a no-op is exact).
-  const GemmStats id = portable::gemm_stats_identity();
-  if (b.max_abs_m != id.max_abs_m) atomicMax(&global->max_abs_m, b.max_abs_m);
-  if (b.saturated != 0)
-    atomicAdd(reinterpret_cast<unsigned long long*>(&global->saturated),
-              static_cast<unsigned long long>(b.saturated));
-  if (b.acc_max != id.acc_max)
-    atomicMax(reinterpret_cast<long long*>(&global->acc_max), static_cast<long long>(b.acc_max));
-  if (b.acc_min != id.acc_min)
-    atomicMin(reinterpret_cast<long long*>(&global->acc_min), static_cast<long long>(b.acc_min));
-  if (b.value_max_key != id.value_max_key)
-    atomicMax(reinterpret_cast<unsigned long long*>(&global->value_max_key),
-              static_cast<unsigned long long>(b.value_max_key));
-  if (b.value_min_key != id.value_min_key)
-    atomicMin(reinterpret_cast<unsigned long long*>(&global->value_min_key),
-              static_cast<unsigned long long>(b.value_min_key));
-}
-
 // ---- kernels ---------------------------------------------------------------------------------
 
 // O[k, m, p, q, n] = Σ_{t, r, s, c} I[c, x0, x1, x2, n] · F[c, t, r, s, k]; output matrix
@@ -211,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) fprop_kernel(const __grid_constant__
     }
     finish(a, k, pos * N + n, acc, stats);
   }
-  if constexpr (kInteger<Acc>) commit_stats(stats, a.stats);
+  if constexpr (kInteger<Acc>) backend::cuda::commit_block_stats(stats, a.stats);
 }
 
 // gradI[c, d, h, w, n] = Σ over taps (t, r, s), upscale phases (u0, u1, u2) and k of
@@ -253,7 +211,7 @@ __global__ void __launch_bounds__(kThreads) bprop_kernel(const __grid_constant__
       }
     finish(a, c, pos * N + n, acc, stats);
   }
-  if constexpr (kInteger<Acc>) commit_stats(stats, a.stats);
+  if constexpr (kInteger<Acc>) backend::cuda::commit_block_stats(stats, a.stats);
 }
 
 // update, first pass: partials[element · slices + slice] = the sum over reduction indices
@@ -329,7 +287,7 @@ __global__ void __launch_bounds__(kThreads) update_finish_kernel(const __grid_co
     }
     finish(a, e / g.K, e % g.K, total, stats);
   }
-  if constexpr (kInteger<Acc>) commit_stats(stats, a.stats);
+  if constexpr (kInteger<Acc>) backend::cuda::commit_block_stats(stats, a.stats);
 }
 
 // ---- host side -------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 // What every exact integer GEMM kernel (simple, wgmma, split-K finish) shares: the launch
-// arguments as one POD, the per-element epilogue (a thin shell around the portable epilogue, the
-// one definition of rounding) and the block-wide statistics reduction.
+// arguments as one POD and the per-element epilogue (a thin shell around the portable epilogue,
+// the one definition of rounding). Statistics go through exact_stats_commit.cuh.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "backend/cuda/exact_stats_commit.cuh"
 #include "flexkit/portable/gemm_epilogue.hpp"
 
 namespace flexkit::backend::cuda::gemm_kernels {
@@ -73,52 +74,6 @@ __device__ __forceinline__ void finish_element(const IntegerGemmArgs& p, int64_t
   const portable::Flex16Code code = portable::gemm_flex16_result(e, acc, old);
   *out = code.m;
   portable::gemm_stats_store(stats, code);
-}
-
-__device__ __forceinline__ void warp_reduce_stats(portable::GemmStats& s) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    portable::GemmStats o;
-    o.max_abs_m = __shfl_xor_sync(0xffffffffu, s.max_abs_m, offset);
-    o.pad = 0;
-    o.saturated = __shfl_xor_sync(0xffffffffu, (unsigned long long)s.saturated, offset);
-    o.acc_max = __shfl_xor_sync(0xffffffffu, (long long)s.acc_max, offset);
-    o.acc_min = __shfl_xor_sync(0xffffffffu, (long long)s.acc_min, offset);
-    o.value_max_key = __shfl_xor_sync(0xffffffffu, (unsigned long long)s.value_max_key, offset);
-    o.value_min_key = __shfl_xor_sync(0xffffffffu, (unsigned long long)s.value_min_key, offset);
-    portable::gemm_stats_merge(s, o);
-  }
-}
-
-// Merges every thread's record into *global with one set of atomics per block. All threads of
-// the block must call it (it synchronises); blockDim.x must be a multiple of 32 and ≤ 1024.
-__device__ __forceinline__ void commit_block_stats(portable::GemmStats local,
-                                                   portable::GemmStats* global) {
-  __shared__ portable::GemmStats per_warp[32];
-  warp_reduce_stats(local);
-  const int warp = threadIdx.x >> 5;
-  const int warps = blockDim.x >> 5;
-  __syncthreads();  // per_warp may still be read by an earlier call in this block
-  if ((threadIdx.x & 31) == 0) per_warp[warp] = local;
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  portable::GemmStats s = per_warp[0];
-  for (int w = 1; w < warps; ++w) portable::gemm_stats_merge(s, per_warp[w]);
-  // Only fields this block changed: max/min/sum are order-free, so skipping no-ops is exact.
-  const portable::GemmStats id = portable::gemm_stats_identity();
-  if (s.max_abs_m != id.max_abs_m) atomicMax(&global->max_abs_m, s.max_abs_m);
-  if (s.saturated != 0)
-    atomicAdd(reinterpret_cast<unsigned long long*>(&global->saturated),
-              static_cast<unsigned long long>(s.saturated));
-  if (s.acc_max != id.acc_max)
-    atomicMax(reinterpret_cast<long long*>(&global->acc_max), static_cast<long long>(s.acc_max));
-  if (s.acc_min != id.acc_min)
-    atomicMin(reinterpret_cast<long long*>(&global->acc_min), static_cast<long long>(s.acc_min));
-  if (s.value_max_key != id.value_max_key)
-    atomicMax(reinterpret_cast<unsigned long long*>(&global->value_max_key),
-              static_cast<unsigned long long>(s.value_max_key));
-  if (s.value_min_key != id.value_min_key)
-    atomicMin(reinterpret_cast<unsigned long long*>(&global->value_min_key),
-              static_cast<unsigned long long>(s.value_min_key));
 }
 
 // Adds one exact partial accumulator of a K split into the workspace. Integer addition is
