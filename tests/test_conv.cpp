@@ -402,6 +402,80 @@ TEST(Conv, LargeCasesOnce) {
   }
 }
 
+// Shapes the CUDA backend runs on the tensor cores (implicit GEMM: batch a multiple of 8, or 16
+// for u8 spikes, filter rows 16-byte aligned, no upscale): channel counts below, at and past the
+// 64-channel stage with partial last stages, 1-3 dims, strides (bprop's strided gather),
+// dilation, padding, tiles cut by the matrix edge, K split across CTAs or not, u8 spikes. On the
+// CPU the same cases check the lowering once more.
+TEST(Conv, TensorCoreShapesAgainstDirectReference) {
+  struct Case {
+    int dims;
+    std::int64_t C, K, N, in, flt, pad, str, dil;
+    bool spikes;
+  };
+  const Case cases[] = {
+      {2, 8, 8, 8, 6, 3, 1, 1, 1, false},     {2, 17, 16, 8, 7, 3, 1, 2, 1, false},
+      {2, 64, 8, 16, 5, 3, 1, 1, 2, true},    {2, 72, 136, 16, 6, 3, 0, 1, 1, false},
+      {2, 130, 16, 8, 4, 3, 1, 1, 1, false},  {2, 8, 16, 64, 9, 5, 2, 2, 1, false},
+      {2, 16, 24, 32, 8, 1, 0, 1, 1, true},   {2, 24, 8, 16, 11, 7, 3, 2, 1, false},
+      {1, 64, 64, 16, 40, 5, 2, 1, 1, false}, {1, 17, 8, 8, 30, 3, 1, 2, 2, true},
+      {3, 8, 8, 8, 5, 3, 1, 1, 1, false},     {3, 16, 8, 16, 6, 3, 1, 2, 1, true},
+      {2, 8, 8, 64, 17, 3, 1, 1, 1, false},    // 153 column tiles: no split of K
+      {1, 8, 16, 64, 600, 3, 1, 1, 1, false},  // update: a reduction over 38400, two chunks
+  };
+  int failures = 0, index = 0;
+  for (const Case& c : cases) {
+    Geo g;
+    g.dims = c.dims;
+    g.C = c.C, g.K = c.K, g.N = c.N;
+    for (int d = 3 - c.dims; d < 3; ++d) {
+      g.flt[d] = c.flt;
+      g.pad[d] = c.pad;
+      g.str[d] = c.str;
+      g.dil[d] = c.dil;
+      g.in[d] = c.in + (d == 2 ? 1 : 0);  // rectangular
+    }
+    SCOPED_TRACE(g.str_());
+    failures += check_config(g, 3000 + static_cast<unsigned>(index++), c.spikes);
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+// The exact iwl policy's measure pass through the same paths.
+TEST(Conv, ExactPolicyOnTensorCoreShapes) {
+  Geo g;
+  g.dims = 2;
+  g.C = 72, g.K = 16, g.N = 16;
+  g.in = {1, 6, 7};
+  g.flt = {1, 3, 3};
+  g.pad = {0, 1, 1};
+  g.str = {1, 2, 2};
+  const Ints in = random_ints(g.input_size(), -32768, 32767, 21);
+  const Ints flt = random_ints(g.filter_size(), -32768, 32767, 22);
+  const Ints grad = random_ints(g.output_size(), -32768, 32767, 23);
+  Array I = flex_array(in, 1, g.input_shape()), F = flex_array(flt, 2, g.filter_shape());
+  Array E = flex_array(grad, -1, g.output_shape());
+  ConvOptions o;
+  o.iwl_policy = IwlPolicy::exact;
+  for (Dir dir : {Dir::fprop, Dir::bprop, Dir::update}) {
+    const Ints acc = reference<std::int64_t>(g, dir, in, flt, grad);
+    const Shape shape = dir == Dir::fprop   ? g.output_shape()
+                        : dir == Dir::bprop ? g.input_shape()
+                                            : g.filter_shape();
+    Array out = Array::zeros(shape, DType::flex16, test::device());
+    if (dir == Dir::fprop) fprop(I, F, out, g.params(), o);
+    if (dir == Dir::bprop) bprop(F, E, out, g.params(), o);
+    if (dir == Dir::update) update(I, E, out, g.params(), o);
+    Ref r;
+    r.iwl_ab = dir == Dir::fprop ? 3 : dir == Dir::bprop ? 1 : 0;
+    r.out_iwl = ref_exact_iwl(acc, r.iwl_ab);
+    EXPECT_EQ(out.iwl(), r.out_iwl);
+    EXPECT_EQ(out.stats().saturated, 0u);
+    const Ints got = ints_of(out);
+    for (std::size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(got[i], ref_flex(r, acc[i], 0).m) << i;
+  }
+}
+
 // <fprop(I, F), E> = <I, bprop(F, E)> = <F, update(I, E)>: with small integers, unit exponents
 // and scale 0 every output mantissa is its exact accumulator, so the identity holds exactly.
 TEST(Conv, BpropAndUpdateAreExactAdjointsOfFprop) {

@@ -440,3 +440,48 @@ TEST(GemmCpuKernels, F32AgainstDouble) {
 }
 
 }  // namespace
+
+// The kernels' branch-free store rounding against an independent 128-bit rounding (and the
+// general gemm_round_shift) for every shift it is used with: ties both ways, values around every
+// saturation edge, and random accumulators up to its bound 2^62.
+TEST(GemmCpuKernels, BranchFreeRoundingMatchesTheExactRule) {
+  std::mt19937_64 rng(99);
+  auto reference = [](std::int64_t acc, int s) {
+    const __int128 unit = __int128{1} << s;
+    __int128 q = acc / unit, rem = acc % unit;  // truncated toward zero
+    if (rem < 0) rem += unit, q -= 1;           // floor
+    if (2 * rem > unit || (2 * rem == unit && (q & 1))) q += 1;
+    const bool saturated = q > 32767 || q < -32768;
+    return std::pair<std::int64_t, bool>(
+        saturated ? (q > 0 ? 32767 : -32768) : static_cast<std::int64_t>(q), saturated);
+  };
+  int checked = 0;
+  for (int s = 1; s <= 62; ++s) {
+    std::vector<std::int64_t> values;
+    const std::int64_t unit = std::int64_t{1} << s;
+    for (std::int64_t q : {0LL, 1LL, -1LL, 2LL, -2LL, 32766LL, 32767LL, -32768LL, -32769LL})
+      for (std::int64_t d : {-1LL, 0LL, 1LL})
+        if (s < 45) {
+          values.push_back(q * unit + unit / 2 + d);  // ties and their neighbours
+          values.push_back(q * unit + d);
+        }
+    const std::int64_t bound = std::int64_t{1} << 62;
+    for (int i = 0; i < 2000; ++i) {
+      const std::int64_t v = static_cast<std::int64_t>(rng() >> (1 + rng() % 63));
+      values.push_back(v % bound);
+      values.push_back(-(v % bound));
+    }
+    values.push_back(bound - 1);
+    values.push_back(-(bound - 1));
+    for (std::int64_t acc : values) {
+      const auto want = reference(acc, s);
+      const portable::Flex16Code fast = portable::gemm_round_shift_right(acc, s);
+      const portable::Flex16Code general = portable::gemm_round_shift(acc, s);
+      ASSERT_EQ(fast.m, want.first) << "acc " << acc << " s " << s;
+      ASSERT_EQ(fast.saturated, want.second) << "acc " << acc << " s " << s;
+      ASSERT_EQ(general.m, fast.m) << "acc " << acc << " s " << s;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 200000);
+}

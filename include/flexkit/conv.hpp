@@ -75,8 +75,10 @@ class ConvPlan {
   // O = alpha · conv(I, F) + beta · O. Throws ShapeError (an operand whose shape does not match
   // the plan; the message gives the expected shape), DTypeError, DeviceError, ValueError (the
   // output overlapping an input, a broadcast output, non-finite alpha / beta). Nothing is
-  // written when it throws. On CUDA the kernels are direct (one output per thread, exact and
-  // deterministic, not yet tiled onto the tensor cores).
+  // written when it throws. On CUDA (sm_90a), integer products run as implicit GEMMs on the int8
+  // tensor cores when the batch is a multiple of 8 (16 for u8 spikes), n is the unit stride and
+  // there is no upscale; f32 and other layouts run on direct exact kernels. Either way the
+  // result is the same exact, deterministic one.
   void fprop(const Array& input, const Array& filter, const Array& output,
              const ConvOptions& options = {}) const;
   // gradI = alpha · ∂⟨O, E⟩/∂I + beta · gradI, where E has the output's shape.

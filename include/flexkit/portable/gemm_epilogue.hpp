@@ -71,6 +71,16 @@ FLEXKIT_HD Flex16Code gemm_round_shift(int64_t acc, int32_t s) {
   return {static_cast<int16_t>(q), false};
 }
 
+// gemm_round_shift for 1 ≤ s ≤ 62 and |acc| < 2^62 (any sum of fewer than 2^32 products of two
+// int16), without branches: the kernels' store loop. RNE(acc / 2^s) = floor((acc + 2^(s−1) − 1 +
+// q₀ mod 2) / 2^s) with q₀ = floor(acc / 2^s): a remainder above half carries, below half does
+// not, exactly half carries when q₀ is odd.
+FLEXKIT_HD Flex16Code gemm_round_shift_right(int64_t acc, int32_t s) {
+  const int64_t q = (acc + ((int64_t(1) << (s - 1)) - 1) + ((acc >> s) & 1)) >> s;
+  const int64_t m = q > kFlex16MaxM ? kFlex16MaxM : q < kFlex16MinM ? kFlex16MinM : q;
+  return {static_cast<int16_t>(m), m != q};
+}
+
 // The output value before the final rounding, in double (the double path above).
 FLEXKIT_HD double gemm_value(const GemmEpilogue& e, int64_t acc, double old) {
   double r = gemm_mul_rn(e.alpha, gemm_mul_rn(static_cast<double>(acc), e.acc_unit));

@@ -21,6 +21,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/conv/conv_direct.hpp"
+#include "backend/cuda/conv/conv_implicit_gemm.hpp"
 #include "backend/cuda/exact_stats_commit.cuh"
 #include "backend/cuda/launch_support.hpp"
 #include "core/text.hpp"
@@ -407,6 +408,9 @@ void launch_update(Args a, cudaStream_t s, int device) {
 
 GemmStats fprop_cuda(const ConvProblem& p, int device, void* stream) {
   return run(p, "fprop", device, stream, [&](const Args& a, cudaStream_t s) {
+    if (p.x.kind != ElementKind::f32 &&
+        implicit_gemm_cuda(ImplicitDirection::fprop, p, device, s, a.stats))
+      return;
     switch (p.x.kind) {
       case ElementKind::f32:
         return launch_fprop<float, float, float>(a, s, device);
@@ -422,12 +426,16 @@ GemmStats bprop_cuda(const ConvProblem& p, int device, void* stream) {
   if (p.x.kind == ElementKind::u8) internal("bprop", "a u8 filter");
   return run(p, "bprop", device, stream, [&](const Args& a, cudaStream_t s) {
     if (p.x.kind == ElementKind::f32) return launch_bprop<float, float>(a, s, device);
+    if (implicit_gemm_cuda(ImplicitDirection::bprop, p, device, s, a.stats)) return;
     return launch_bprop<std::int16_t, std::int64_t>(a, s, device);
   });
 }
 
 GemmStats update_cuda(const ConvProblem& p, int device, void* stream) {
   return run(p, "update", device, stream, [&](const Args& a, cudaStream_t s) {
+    if (p.x.kind != ElementKind::f32 &&
+        implicit_gemm_cuda(ImplicitDirection::update, p, device, s, a.stats))
+      return;
     switch (p.x.kind) {
       case ElementKind::f32:
         return launch_update<float, float, float>(a, s, device);

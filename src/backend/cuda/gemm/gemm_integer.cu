@@ -258,7 +258,10 @@ Plan make_plan(const PlanKey& key) {
     int64_t splits = ceil_div(key.k, kWgmmaMaxChunkK);
     const int64_t ctas = tiles_m * tiles_n * key.batch;
     if (ctas < sms) {
-      const int64_t wanted = ceil_div(sms, ctas);
+      // As many splits as fill whole waves (of one CTA per multiprocessor), not one more: a
+      // second, nearly empty wave costs as long as the first.
+      const int64_t waves = ceil_div(splits * ctas, sms);
+      const int64_t wanted = std::max<int64_t>(1, waves * sms / ctas);
       const int64_t useful = std::max<int64_t>(1, key.k / (16 * kWgmmaStageK));
       splits = std::max(splits, std::min(wanted, useful));
     }
@@ -384,6 +387,14 @@ void check_problem(const gemm::GemmProblem& p, const portable::GemmStats* device
 }
 
 }  // namespace
+
+void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int device,
+                          cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(multiprocessors(device)) * 8));
+  gemm_finish_splits_kernel<<<blocks, kFinishThreads, 0, stream>>>(args, outputs);
+  FLEXKIT_CUDA_CHECK_LAUNCH("gemm_finish_splits_kernel");
+}
 
 GemmPlanCounts plan_counts() {
   std::lock_guard<std::mutex> lock(g_plan_mutex);

@@ -28,6 +28,32 @@ struct OutputView {
   int64_t batch_stride;
 };
 
+// An implicit-GEMM B (a convolution operand gathered in the kernel, never lowered in memory).
+// The K range runs tap-major in stages of kWgmmaStageK channels: stage g covers channels
+// [64·(g % channel_stages), …) of tap g / channel_stages, taps (t0, t1, t2) in row-major order.
+// B's rows (the GEMM's columns) are (position, n): position (o0, o1, o2) over `out`, n over
+// `batch`, n the gathered operand's unit stride. Channel c of a row reads the gathered operand at
+// coordinate x_d = (o_d·out_step_d + base_d + t_d·tap_step_d) / divisor_d along each dim, or zero
+// where x_d is outside [0, in_d) or the division is not exact (a strided convolution's gradient).
+// A's k index is (tap, channel): element (row, tap, c) at
+// a.data + row·a.row_stride + Σ_d t_d·a_tap_stride[d] + c·a.k_stride.
+//
+// The update form (a k-contiguous gathered B, the filter gradient): one tap per grid z (t from
+// z in row-major order over `taps`); B's rows are channels (channel_stride apart) and its k index
+// is (position, n) over `out` × `batch`, read at x_d = o_d·out_step_d + base_d + t_d·tap_step_d.
+struct ConvGather {
+  int32_t channels;        // per tap
+  int32_t channel_stages;  // ceil(channels / kWgmmaStageK)
+  int32_t taps[3];
+  int32_t out[3];
+  int32_t batch;
+  int32_t in[3];
+  int32_t out_step[3], base[3], tap_step[3], divisor[3];
+  int64_t channel_stride;  // elements between channels of the gathered operand
+  int64_t in_stride[3];    // elements per step of x_d
+  int64_t a_tap_stride[3];
+};
+
 struct IntegerGemmArgs {
   int64_t m, n, k;
   OperandView a;  // int16 mantissas, m × k
@@ -45,6 +71,7 @@ struct IntegerGemmArgs {
   int64_t batch_offset;  // batch entry of blockIdx.z == 0 (launches are chunked along batch)
   unsigned long long* workspace;  // int64 accumulators [batch][m][n], two's complement
   portable::GemmStats* stats;
+  ConvGather gather;  // the implicit-GEMM kernels only
 };
 
 // The end of one output element: the portable epilogue decides the value, this only reads the

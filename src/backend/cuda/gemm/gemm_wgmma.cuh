@@ -429,6 +429,17 @@ struct U8RowContig {
 __device__ __forceinline__ void grouped_tile(int64_t tile, int64_t tiles_m, int64_t tiles_n,
                                              int64_t& tile_m, int64_t& tile_n) {
   constexpr int64_t kGroup = 8;
+  if (tiles_n < (int64_t(1) << 28)) {  // 32-bit division: a tenth of the 64-bit routine
+    const uint32_t per_group = uint32_t(kGroup) * uint32_t(tiles_n);
+    const uint32_t group = uint32_t(tile) / per_group;
+    const uint32_t first_m = group * uint32_t(kGroup);
+    const uint32_t left = uint32_t(tiles_m) - first_m;
+    const uint32_t group_m = left < uint32_t(kGroup) ? left : uint32_t(kGroup);
+    const uint32_t in_group = uint32_t(tile) - group * per_group;
+    tile_m = first_m + in_group % group_m;
+    tile_n = in_group / group_m;
+    return;
+  }
   const int64_t per_group = kGroup * tiles_n;
   const int64_t group = tile / per_group;
   const int64_t first_m = group * kGroup;
@@ -452,10 +463,80 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
   wgmma::pin_registers(acc_hi);
   if constexpr (!kBIsU8) wgmma::pin_registers(acc_mid);
   wgmma::pin_registers(acc_lo);
+  const int warpgroup = threadIdx.x >> 7;
+  auto combined = [&](int i) {
+    if constexpr (kBIsU8) return int64_t(int32_t(acc_hi[i])) * 256 + int64_t(int32_t(acc_lo[i]));
+    return int64_t(int32_t(acc_hi[i])) * 65536 + int64_t(int32_t(acc_mid[i])) * 256 +
+           int64_t(int32_t(acc_lo[i]));
+  };
+
+  // The common store (a whole tile, flex16 out, alpha 1, beta 0, a right shift): straight from
+  // the accumulator registers with the branch-free rounding, two adjacent columns per 32-bit
+  // store where the output allows. The general path below parks the tile in shared memory and
+  // runs the full epilogue per element, ~8 000 instructions per thread for a 128-wide tile,
+  // which cost as much as an 18-stage main loop (small-K GEMMs and convolutions).
+  const portable::GemmEpilogue& e = p.epilogue;
+  if (p.splits <= 1 && !p.out_is_f32 && !p.measure && e.integer_only && e.scale >= 1 &&
+      e.scale <= 62 && p.k < (int64_t(1) << 32) && rows_a == kWgmmaTileM && rows_b == kTileN) {
+    const int warp_in_group = (threadIdx.x >> 5) & 3;
+    const int lane = threadIdx.x & 31;
+    const int64_t rs = p.c.row_stride, cs = p.c.col_stride;
+    const int row = 64 * warpgroup + 16 * warp_in_group + (lane >> 2);
+    int16_t* const tile_out =
+        static_cast<int16_t*>(p.c.data) + batch * p.c.batch_stride + row0 * rs + col0 * cs;
+    int16_t* const out0 = tile_out + row * rs + 2 * (lane & 3) * cs;
+    int16_t* const out1 = out0 + 8 * rs;
+    const bool pairs = cs == 1 && (rs & 1) == 0 && (reinterpret_cast<uintptr_t>(out0) & 3) == 0;
+    portable::GemmStats stats = portable::gemm_stats_identity();
+    auto record = [&](portable::Flex16Code c) {
+      const int32_t a = c.m < 0 ? -int32_t(c.m) : int32_t(c.m);
+      stats.max_abs_m = a > stats.max_abs_m ? a : stats.max_abs_m;
+      stats.saturated += c.saturated ? 1 : 0;
+    };
+#pragma unroll
+    for (int j = 0; j < kTileN / 8; ++j) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        // Accumulators 4j + 2r and 4j + 2r + 1: row + 8r, columns 8j + 2·(lane % 4) + {0, 1}.
+        const portable::Flex16Code c0 =
+            portable::gemm_round_shift_right(combined(4 * j + 2 * r), e.scale);
+        const portable::Flex16Code c1 =
+            portable::gemm_round_shift_right(combined(4 * j + 2 * r + 1), e.scale);
+        record(c0);
+        record(c1);
+        int16_t* const o = (r ? out1 : out0) + 8 * j * cs;
+        if (pairs) {
+          *reinterpret_cast<uint32_t*>(o) =
+              uint32_t(uint16_t(c0.m)) | (uint32_t(uint16_t(c1.m)) << 16);
+        } else {
+          o[0] = c0.m;
+          o[cs] = c1.m;
+        }
+      }
+    }
+    commit_block_stats(stats, p.stats);
+    return;
+  }
+  // A whole tile's partial sums of a K split, likewise straight from the registers.
+  if (p.splits > 1 && rows_a == kWgmmaTileM && rows_b == kTileN) {
+    const int warp_in_group = (threadIdx.x >> 5) & 3;
+    const int lane = threadIdx.x & 31;
+    const int row = 64 * warpgroup + 16 * warp_in_group + (lane >> 2);
+    unsigned long long* const at0 =
+        p.workspace + (batch * p.m + row0 + row) * p.n + col0 + 2 * (lane & 3);
+    unsigned long long* const at1 = at0 + 8 * p.n;
+#pragma unroll
+    for (int i = 0; i < kTileN / 2; ++i) {
+      const int64_t acc = combined(i);
+      unsigned long long* const at = ((i >> 1) & 1 ? at1 : at0) + 8 * (i >> 2) + (i & 1);
+      if (acc != 0) atomicAdd(at, static_cast<unsigned long long>(acc));
+    }
+    return;
+  }
+
   // Both warpgroups' last wgmmas have read the ring before it becomes the accumulator tile.
   __syncthreads();
 
-  const int warpgroup = threadIdx.x >> 7;
   int64_t* const tile = reinterpret_cast<int64_t*>(smem);
   {
     const int warp_in_group = (threadIdx.x >> 5) & 3;
@@ -464,14 +545,7 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
     for (int i = 0; i < kTileN / 2; ++i) {
       const int row = 64 * warpgroup + 16 * warp_in_group + (lane >> 2) + 8 * ((i >> 1) & 1);
       const int col = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-      int64_t acc;
-      if constexpr (kBIsU8) {
-        acc = int64_t(int32_t(acc_hi[i])) * 256 + int64_t(int32_t(acc_lo[i]));
-      } else {
-        acc = int64_t(int32_t(acc_hi[i])) * 65536 + int64_t(int32_t(acc_mid[i])) * 256 +
-              int64_t(int32_t(acc_lo[i]));
-      }
-      tile[row * kPitch + col] = acc;
+      tile[row * kPitch + col] = combined(i);
     }
   }
   __syncthreads();
@@ -577,6 +651,233 @@ struct LeanCopy {
       const unsigned char* s = kWideRowContig && j == 2 ? src + extra : src + j * step;
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(slot + dst(j)), "l"(s)
                    : "memory");
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Implicit GEMM (convolutions, see ConvGather): B is gathered straight from the activations by
+// the same cp.async copies, in the n-contiguous raw layout (copy_s16_rowcontig /
+// copy_u8_rowcontig's thread mapping). A thread's column chunk (8 int16 or 16 u8 consecutive n of
+// one position) is the same in every stage, so its position is decoded once per CTA; a stage only
+// adds its tap's offsets, checks the tap's coordinates against the operand's extents (the zero
+// padding: copies of 0 source bytes fill zeros) and issues the chunks of its k-rows, one channel
+// each. Needs n contiguous with batch a multiple of the chunk, 16-byte aligned rows.
+
+// The uniform walk over (tap, channel block) stages, advanced once per issued stage. The
+// stage's offsets into A and into the gathered operand are recomputed from it each stage (uniform
+// arithmetic): carrying them as state instead made ptxas spill next to the 3 · 64 accumulators.
+struct TapWalk {
+  int block;  // channel block within the tap
+  int t[3];   // the tap
+
+  // stage < 2^31 (the host checks), so 32-bit divisions.
+  __device__ __forceinline__ void init(const ConvGather& g, int64_t stage) {
+    const uint32_t s = static_cast<uint32_t>(stage);
+    block = static_cast<int>(s % uint32_t(g.channel_stages));
+    uint32_t tap = s / uint32_t(g.channel_stages);
+    t[2] = static_cast<int>(tap % uint32_t(g.taps[2]));
+    tap /= uint32_t(g.taps[2]);
+    t[1] = static_cast<int>(tap % uint32_t(g.taps[1]));
+    t[0] = static_cast<int>(tap / uint32_t(g.taps[1]));
+  }
+  __device__ __forceinline__ void advance(const ConvGather& g) {
+    if (++block < g.channel_stages) return;
+    block = 0;
+    if (++t[2] < g.taps[2]) return;
+    t[2] = 0;
+    if (++t[1] < g.taps[1]) return;
+    t[1] = 0;
+    ++t[0];
+  }
+  // Channels of this stage that exist (the last block of a tap may be partial).
+  __device__ __forceinline__ int channels(const ConvGather& g) const {
+    const int left = g.channels - kWgmmaStageK * block;
+    return left < kWgmmaStageK ? left : kWgmmaStageK;
+  }
+  __device__ __forceinline__ int disp(const ConvGather& g, int d) const {
+    return t[d] * g.tap_step[d];
+  }
+  // Σ_d disp_d · in_stride_d + 64 · block · channel_stride: the gathered operand's offset of the
+  // stage, relative to a thread's base.
+  __device__ __forceinline__ int64_t b_offset(const ConvGather& g) const {
+    return int64_t(disp(g, 0)) * g.in_stride[0] + int64_t(disp(g, 1)) * g.in_stride[1] +
+           int64_t(disp(g, 2)) * g.in_stride[2] + int64_t(kWgmmaStageK * block) * g.channel_stride;
+  }
+  // A's offset (elements) of the stage's first k.
+  __device__ __forceinline__ int64_t a_offset(const ConvGather& g, int64_t a_k_stride) const {
+    return t[0] * g.a_tap_stride[0] + t[1] * g.a_tap_stride[1] + t[2] * g.a_tap_stride[2] +
+           int64_t(kWgmmaStageK * block) * a_k_stride;
+  }
+};
+
+// Column index → (position (o0, o1, o2), n) over `out` × `batch`: 32-bit divisions where the
+// index fits (the 64-bit routine is ten times longer and runs once per thread and CTA).
+__device__ __forceinline__ void split_column(const ConvGather& g, int64_t col, int64_t (&o)[3],
+                                             int64_t& n) {
+  if (col <= INT32_MAX) {
+    const uint32_t c = static_cast<uint32_t>(col);
+    const uint32_t position = c / uint32_t(g.batch);
+    n = c - position * uint32_t(g.batch);
+    o[2] = position % uint32_t(g.out[2]);
+    const uint32_t rest = position / uint32_t(g.out[2]);
+    o[1] = rest % uint32_t(g.out[1]);
+    o[0] = rest / uint32_t(g.out[1]);
+    return;
+  }
+  const int64_t position = col / g.batch;
+  n = col - position * g.batch;
+  o[2] = position % g.out[2];
+  o[1] = (position / g.out[2]) % g.out[1];
+  o[0] = position / (int64_t(g.out[2]) * g.out[1]);
+}
+
+template <typename Element>
+struct GatherCopy {
+  static constexpr bool kS16 = sizeof(Element) == 2;
+  static constexpr int kChunks = kS16 ? 4 : 2;  // per thread and stage
+  static constexpr int kChunkElements = 16 / int(sizeof(Element));
+  static constexpr int kRowStep = kS16 ? 16 : 32;  // k-rows between a thread's chunks
+  int32_t x0[3];        // o_d·out_step_d + base_d of this thread's position
+  int64_t base_offset;  // elements: n0 + first k-row · channel_stride + Σ_d x0_d · in_stride_d
+  int32_t k_first;      // the thread's first k-row
+  uint32_t dst0;        // its slot offset
+  bool column_ok;       // the chunk lies inside the GEMM's columns
+
+  __device__ __forceinline__ void init(const ConvGather& g, int64_t col0, int64_t columns) {
+    const int t = threadIdx.x;
+    const int chunk = kS16 ? (t & 15) : (t & 7);
+    k_first = kS16 ? t >> 4 : t >> 3;
+    dst0 = kS16 ? raw_rowcontig_offset(k_first, chunk, 256)
+                : raw_u8_rowcontig_offset<kWgmmaTileN>(k_first, chunk);
+    const int64_t col = col0 + int64_t(kChunkElements) * chunk;
+    column_ok = col < columns;
+    int64_t o[3], n0;
+    split_column(g, col, o, n0);
+#pragma unroll
+    for (int d = 0; d < 3; ++d) x0[d] = static_cast<int32_t>(o[d] * g.out_step[d] + g.base[d]);
+    base_offset = n0 + int64_t(k_first) * g.channel_stride;
+    if (g.divisor[0] == 1 && g.divisor[1] == 1 && g.divisor[2] == 1) {
+#pragma unroll
+      for (int d = 0; d < 3; ++d) base_offset += int64_t(x0[d]) * g.in_stride[d];
+    }
+  }
+
+  // Chunk j of the thread holds k-row k_first + j·kRowStep; in the slot it sits where
+  // copy_s16_rowcontig / copy_u8_rowcontig put it (the s16 chunk swizzle flips bit 6 for odd j).
+  __device__ __forceinline__ uint32_t dst(int j) const {
+    if constexpr (kS16) return (j & 1 ? dst0 ^ 64u : dst0) + 4096u * j;
+    return dst0 + 4096u * j;
+  }
+
+  // Copies of 0 source bytes read nothing (they only fill zeros), so an invalid chunk's address
+  // is never dereferenced and needs no clamping.
+  __device__ __forceinline__ void issue(uint32_t slot, const Element* data, const ConvGather& g,
+                                        const TapWalk& walk, int k_valid) const {
+    bool ok = column_ok;
+    const Element* src;
+    if (g.divisor[0] == 1 && g.divisor[1] == 1 && g.divisor[2] == 1) {
+#pragma unroll
+      for (int d = 0; d < 3; ++d)
+        ok = ok && static_cast<uint32_t>(x0[d] + walk.disp(g, d)) < static_cast<uint32_t>(g.in[d]);
+      src = data + (base_offset + walk.b_offset(g));
+    } else {
+      // A strided convolution's gradient: o = (x + pad − t·dil) / stride only where exact.
+      int64_t offset = base_offset + int64_t(kWgmmaStageK) * walk.block * g.channel_stride;
+#pragma unroll
+      for (int d = 0; d < 3; ++d) {
+        int32_t x = x0[d] + walk.disp(g, d);
+        ok = ok && x >= 0 && x % g.divisor[d] == 0;
+        x /= g.divisor[d];
+        ok = ok && static_cast<uint32_t>(x) < static_cast<uint32_t>(g.in[d]);
+        offset += int64_t(x) * g.in_stride[d];
+      }
+      src = data + offset;
+    }
+    const int bytes = ok ? 16 : 0;
+    const int64_t step = int64_t(kRowStep) * g.channel_stride;
+    if (k_valid == kWgmmaStageK) {
+#pragma unroll
+      for (int j = 0; j < kChunks; ++j) cp_async_16(slot + dst(j), src + j * step, bytes);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kChunks; ++j)
+        cp_async_16(slot + dst(j), src + j * step, k_first + kRowStep * j < k_valid ? bytes : 0);
+    }
+  }
+};
+
+// The update form: B k-contiguous (copy_s16_kcontig / copy_u8_kcontig's mapping), one tap per
+// CTA. A thread's chunk is one run of 8 int16 (16 u8) consecutive n of one position in each of
+// its rows (channels); the position moves by 64 k per stage, followed incrementally.
+template <typename Element>
+struct GatherKCopy {
+  static constexpr bool kS16 = sizeof(Element) == 2;
+  static constexpr int kChunks = kS16 ? 4 : 2;
+  static constexpr int kChunkElements = 16 / int(sizeof(Element));
+  static constexpr int kRowStep = kS16 ? 32 : 64;  // rows between a thread's chunks
+  int32_t o[3];  // the position of this thread's chunk in the next stage
+  int32_t n0;    // its first n
+  int32_t left;  // k of the CTA's range from the chunk on (≤ 0: past the end)
+  int32_t row_first;
+  int32_t disp[3];  // base_d + t_d·tap_step_d of the CTA's tap
+  uint32_t dst0;
+
+  __device__ __forceinline__ void init(const ConvGather& g, int64_t tap, int64_t k_begin,
+                                       int64_t k_len) {
+    const int t = threadIdx.x;
+    const int chunk = kS16 ? (t & 7) : (t & 3);
+    row_first = kS16 ? t >> 3 : t >> 2;
+    dst0 = kS16 ? raw_kcontig_s16_offset(row_first, chunk) : uint32_t(row_first * 64 + 16 * chunk);
+    const int64_t j = k_begin + int64_t(kChunkElements) * chunk;
+    left = static_cast<int32_t>(k_len - int64_t(kChunkElements) * chunk);
+    int64_t position[3], n;
+    split_column(g, j, position, n);
+    n0 = static_cast<int32_t>(n);
+#pragma unroll
+    for (int d = 0; d < 3; ++d) o[d] = static_cast<int32_t>(position[d]);
+    const uint32_t tap32 = static_cast<uint32_t>(tap);  // a grid z index
+    const int32_t t2 = static_cast<int32_t>(tap32 % uint32_t(g.taps[2]));
+    const int32_t t1 = static_cast<int32_t>((tap32 / uint32_t(g.taps[2])) % uint32_t(g.taps[1]));
+    const int32_t t0 = static_cast<int32_t>(tap32 / (uint32_t(g.taps[2]) * uint32_t(g.taps[1])));
+    disp[0] = g.base[0] + t0 * g.tap_step[0];
+    disp[1] = g.base[1] + t1 * g.tap_step[1];
+    disp[2] = g.base[2] + t2 * g.tap_step[2];
+  }
+
+  // Issues this stage's chunks (rows [row0, row0 + rows_valid) of B) and moves to the next.
+  __device__ __forceinline__ void issue(uint32_t slot, const Element* rows0, const ConvGather& g,
+                                        int rows_valid) {
+    bool ok = left > 0;
+    int64_t offset = int64_t(row_first) * g.channel_stride + n0;
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+      const int32_t x = o[d] * g.out_step[d] + disp[d];
+      ok = ok && static_cast<uint32_t>(x) < static_cast<uint32_t>(g.in[d]);
+      offset += int64_t(x) * g.in_stride[d];
+    }
+    const Element* src = rows0 + offset;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const bool valid = ok && row_first + kRowStep * j < rows_valid;
+      cp_async_16(slot + dst0 + 4096u * j,
+                  valid ? src + int64_t(kRowStep) * j * g.channel_stride : rows0, valid ? 16 : 0);
+    }
+    // 64 k further: n, then the position, carried through the output extents.
+    left -= kWgmmaStageK;
+    n0 += kWgmmaStageK % g.batch;
+    o[2] += kWgmmaStageK / g.batch;
+    if (n0 >= g.batch) {
+      n0 -= g.batch;
+      ++o[2];
+    }
+    while (o[2] >= g.out[2]) {
+      o[2] -= g.out[2];
+      ++o[1];
+    }
+    while (o[1] >= g.out[1]) {
+      o[1] -= g.out[1];
+      ++o[0];
     }
   }
 };
@@ -931,13 +1232,24 @@ struct LeanSplitter {
 // The split of stage s + 1 reads its raw words before the wgmmas and copies of stage s and
 // permutes/stores them after (LeanSplitter), and a wide n-contiguous u8 B's extra rows are split
 // by all eight warps.
-template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN>
+//
+// kGather (implicit GEMM, see ConvGather): kGatherTaps gathers an n-contiguous B (no batch): K
+// counts stages of the tap-major walk (p.k = 64 · taps · channel_stages) and every stage's copies
+// go through the gather and A's per-stage offset. kGatherUpdate gathers a k-contiguous B, one tap
+// per grid z ("batch": the output's batch stride steps taps), A as in a plain GEMM.
+inline constexpr int kGatherNone = 0, kGatherTaps = 1, kGatherUpdate = 2;
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN,
+          int kGather = kGatherNone>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     gemm_wgmma_lean_kernel(const __grid_constant__ IntegerGemmArgs p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wgmma_detail;
   using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
   static_assert(kTileN == kWgmmaTileN || (kBIsU8 && kTileN == kWideTileN), "tile widths");
+  static_assert(kGather != kGatherTaps || (!kBKContig && kTileN == kWgmmaTileN),
+                "tap-major gathered B: n-contiguous");
+  static_assert(kGather != kGatherUpdate || (kBKContig && kTileN == kWgmmaTileN),
+                "update gathered B: k-contiguous");
   constexpr int kStageBytes = deep_stage_bytes(kBIsU8, kTileN);
   constexpr int kAHi = 0, kALo = kPlaneBytes, kBHi = 2 * kPlaneBytes, kBLo = 3 * kPlaneBytes;
   constexpr int kRawBytes = raw_stage_bytes(kBIsU8, kTileN);
@@ -966,7 +1278,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const int rows_b = static_cast<int>(p.n - col0 < kTileN ? p.n - col0 : kTileN);
 
   const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
-                                row0 * p.a.row_stride + k_begin * p.a.k_stride;
+                                row0 * p.a.row_stride +
+                                (kGather == kGatherTaps ? 0 : k_begin * p.a.k_stride);
   const BElement* const b_tile = static_cast<const BElement*>(p.b.data) + batch * p.b.batch_stride +
                                  col0 * p.b.row_stride + k_begin * p.b.k_stride;
   const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
@@ -991,8 +1304,45 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const uint32_t raw_ring = smem_address + kRawRing;
   const uint32_t raw_ring_bytes = uint32_t(raw_stages) * kRawBytes;
   // Stages are issued strictly in order, so the fast path's pointers advance once per issue.
+  [[maybe_unused]] GatherCopy<BElement> gather;
+  [[maybe_unused]] TapWalk walk;
+  [[maybe_unused]] int64_t a_first = 0;  // bytes from a stage's first element to a_copy's chunk 0
+  [[maybe_unused]] GatherKCopy<BElement> gather_k;
+  [[maybe_unused]] const BElement* const b_rows =
+      static_cast<const BElement*>(p.b.data) + col0 * p.gather.channel_stride;
+  if constexpr (kGather == kGatherUpdate) gather_k.init(p.gather, batch, k_begin, k_len);
+  if constexpr (kGather == kGatherTaps) {
+    gather.init(p.gather, col0, p.n);
+    walk.init(p.gather, k_begin / kWgmmaStageK);
+    a_first = a_copy.src - reinterpret_cast<const unsigned char*>(a_tile);
+  }
   auto issue_stage = [&](int stage, uint32_t slot) {
     const uint32_t raw = raw_ring + slot;
+    if constexpr (kGather == kGatherUpdate) {
+      if (rows_a == kWgmmaTileM && stage < full_stages && !p.guarded_copies) {
+        a_copy.issue(raw);
+      } else {
+        copy_raw_stage<int16_t, kAKContig>(raw, a_tile + stage * a_stage_step, a_ld, rows_a,
+                                           k_valid(stage));
+      }
+      a_copy.src += a_stage_bytes;
+      gather_k.issue(raw + kRawS16Bytes, b_rows, p.gather, rows_b);
+      return;
+    }
+    if constexpr (kGather == kGatherTaps) {
+      const int channels = walk.channels(p.gather);
+      const int64_t a_offset = walk.a_offset(p.gather, p.a.k_stride);
+      if (rows_a == kWgmmaTileM && channels == kWgmmaStageK && !p.guarded_copies) {
+        a_copy.src = reinterpret_cast<const unsigned char*>(a_tile + a_offset) + a_first;
+        a_copy.issue(raw);
+      } else {
+        copy_raw_stage<int16_t, kAKContig>(raw, a_tile + a_offset, a_ld, rows_a, channels);
+      }
+      gather.issue(raw + kRawS16Bytes, static_cast<const BElement*>(p.b.data), p.gather, walk,
+                   channels);
+      walk.advance(p.gather);
+      return;
+    }
     if (interior && stage < full_stages) {
       a_copy.issue(raw);
       b_copy.issue(raw + kRawS16Bytes);
@@ -1136,9 +1486,9 @@ void launch_wgmma_variant(bool a_k_contig, bool b_k_contig, bool wide, dim3 grid
 
 namespace wgmma_detail {
 
-template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN>
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN, int kGather = kGatherNone>
 bool prepare_one() {
-  auto kernel = gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN>;
+  auto kernel = gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN, kGather>;
   cudaFuncAttributes attributes{};
   FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   // ptxVersion is the virtual architecture the loaded code came from: 90 for the sm_90a image,
@@ -1150,9 +1500,9 @@ bool prepare_one() {
   return true;
 }
 
-template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN>
+template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN, int kGather = kGatherNone>
 void launch_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
-  gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN>
+  gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN, kGather>
       <<<grid, kWgmmaThreads, deep_smem_bytes(kBIsU8, args.raw_stages, kTileN), stream>>>(args);
   FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_lean_kernel");
 }

@@ -53,6 +53,11 @@ void launch_wgmma_s16(bool a_k_contig, bool b_k_contig, dim3 grid, const Integer
 void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool wide, dim3 grid,
                      const IntegerGemmArgs& args, cudaStream_t stream);
 
+// Finishes the int64 split-K workspace of `args` (args.splits > 1): the first `outputs`
+// accumulators ([batch][m][n]) through the epilogue into args.c, statistics into args.stats.
+void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int device,
+                          cudaStream_t stream);
+
 // The register-A kernel (gemm_wgmma_rs.cu): same tile, stage depth and K-chunk rules as above,
 // for a k-contiguous A only; B k- or n-contiguous. A and B through the raw cp.async ring
 // (gemm_wgmma_rs_deep_kernel, args.raw_stages ≥ 3 slots, at most wgmma_rs_max_raw_stages).

@@ -1,0 +1,286 @@
+// Host side of the implicit-GEMM convolutions (conv_implicit_gemm.hpp): whether the path fits, the
+// ConvGather description of each direction, the split of K across CTAs and the launches.
+#include "backend/cuda/conv/conv_implicit_gemm.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string_view>
+#include <tuple>
+
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/conv/conv_implicit_gemm_kernels.hpp"
+#include "backend/cuda/gemm/gemm_kernel_args.cuh"
+#include "backend/cuda/gemm/gemm_wgmma.hpp"
+#include "backend/cuda/launch_support.hpp"
+
+namespace flexkit::conv {
+namespace {
+
+namespace gk = backend::cuda::gemm_kernels;
+using gemm::ElementKind;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+bool env_is(const char* name, std::string_view value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string_view(v) == value;
+}
+
+// Each kernel's shared-memory limit is raised once per device; false where the device or the
+// loaded image cannot run sm_90a code.
+bool prepared(int device, bool b_is_u8, gk::ImplicitKernel kernel) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, bool, gk::ImplicitKernel>, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(device, b_is_u8, kernel);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  int major = 0, minor = 0;
+  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  bool ok = major == 9 && minor == 0;
+  if (ok) ok = b_is_u8 ? gk::prepare_gather_u8(kernel) : gk::prepare_gather_s16(kernel);
+  known.emplace(key, ok);
+  return ok;
+}
+
+bool aligned(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// Every stride a multiple of `unit` elements (16 bytes), or irrelevant because its extent is 1.
+bool strides_fit(const std::int64_t* strides, const std::int64_t* extents, int count,
+                 std::int64_t unit) {
+  for (int i = 0; i < count; ++i)
+    if (extents[i] > 1 && strides[i] % unit != 0) return false;
+  return true;
+}
+
+struct Setup {
+  gk::IntegerGemmArgs args{};
+  gk::ImplicitKernel kernel = gk::ImplicitKernel::fprop;
+  std::int64_t taps = 1;  // grid z: update runs one GEMM per tap
+};
+
+// The ConvGather and A view of one direction, or false where the layout does not fit.
+bool describe(ImplicitDirection direction, const ConvProblem& p, Setup& s) {
+  const Geometry& g = p.g;
+  for (int d = 0; d < 3; ++d)
+    if (g.up[d] != 1) return false;
+  const bool fprop = direction == ImplicitDirection::fprop;
+  // fprop gathers I (x) with the filter F (y) as A; bprop gathers E (y) with F (x) as A.
+  const Operand& gathered = fprop ? p.x : p.y;
+  const Operand& filter = fprop ? p.y : p.x;
+  const bool b_is_u8 = gathered.kind == ElementKind::u8;
+  if (filter.kind != ElementKind::flex16 ||
+      (gathered.kind != ElementKind::flex16 && gathered.kind != ElementKind::u8))
+    return false;
+  const std::int64_t chunk = b_is_u8 ? 16 : 8;  // elements per 16-byte copy
+  const std::int64_t channels = fprop ? g.C : g.K;
+  const std::int64_t rows = fprop ? g.K : g.C;
+  const std::int64_t* in = fprop ? g.in : g.out;    // the gathered operand's extents
+  const std::int64_t* cols = fprop ? g.out : g.in;  // positions of the GEMM's columns
+  const std::int64_t* gs = gathered.stride;         // (channel, d0, d1, d2, n)
+  const std::int64_t* fs = filter.stride;           // (c, t, r, s, k)
+  if (g.N % chunk != 0 || gs[4] != 1 || !aligned(gathered.data) || !aligned(filter.data))
+    return false;
+  const std::int64_t gathered_extents[4] = {channels, in[0], in[1], in[2]};
+  if (!strides_fit(gs, gathered_extents, 4, chunk)) return false;
+  // A: fprop rows k (unit stride), k index channel c; bprop rows c, k index k (unit stride).
+  const std::int64_t a_row_stride = fprop ? fs[4] : fs[0];
+  const std::int64_t a_k_stride = fprop ? fs[0] : fs[4];
+  const std::int64_t a_unit = fprop ? a_row_stride : a_k_stride;
+  const std::int64_t a_other = fprop ? a_k_stride : a_row_stride;
+  const std::int64_t a_other_extent = fprop ? channels : rows;
+  if (a_unit != 1 && (fprop ? rows : channels) > 1) return false;
+  if (a_other_extent > 1 && a_other % 8 != 0) return false;
+  if (!strides_fit(fs + 1, g.flt, 3, 8)) return false;
+
+  const std::int64_t positions = cols[0] * cols[1] * cols[2];
+  const std::int64_t stages_per_tap = ceil_div(channels, gk::kWgmmaStageK);
+  const std::int64_t k = g.taps() * stages_per_tap * gk::kWgmmaStageK;
+  if (k / gk::kWgmmaStageK > INT32_MAX) return false;  // the stage walk counts in 32 bits
+  // int32 fields of ConvGather and the int32 coordinates of the gather.
+  constexpr std::int64_t kInt32 = INT32_MAX / 4;
+  for (std::int64_t v : {channels, g.N, in[0], in[1], in[2], cols[0], cols[1], cols[2]})
+    if (v > kInt32) return false;
+  for (int d = 0; d < 3; ++d)
+    if (cols[d] * g.str[d] + g.pad[d] + g.flt[d] * g.dil[d] > kInt32) return false;
+
+  gk::IntegerGemmArgs& a = s.args;
+  a.m = rows;
+  a.n = positions * g.N;
+  a.k = k;
+  // The unit-stride axis is 1 apart (or has extent 1, where its stride is never used).
+  a.a = fprop ? gk::OperandView{filter.data, 1, a_k_stride, 0}
+              : gk::OperandView{filter.data, a_row_stride, 1, 0};
+  a.b = {gathered.data, 0, 0, 0};
+  a.c = {p.out.data, p.out.row_stride, p.out.col_stride, 0};
+  a.epilogue = p.epilogue;
+  a.b_is_u8 = b_is_u8;
+  a.out_is_f32 = p.out.kind == ElementKind::f32;
+  a.measure = p.mode == gemm::EpilogueMode::measure;
+  gk::ConvGather& gg = a.gather;
+  gg.channels = static_cast<int32_t>(channels);
+  gg.channel_stages = static_cast<int32_t>(stages_per_tap);
+  gg.batch = static_cast<int32_t>(g.N);
+  gg.channel_stride = gs[0];
+  for (int d = 0; d < 3; ++d) {
+    gg.taps[d] = static_cast<int32_t>(g.flt[d]);
+    gg.out[d] = static_cast<int32_t>(cols[d]);
+    gg.in[d] = static_cast<int32_t>(in[d]);
+    gg.in_stride[d] = gs[1 + d];
+    gg.a_tap_stride[d] = fs[1 + d];
+    if (fprop) {  // x = o·stride − pad + t·dil
+      gg.out_step[d] = static_cast<int32_t>(g.str[d]);
+      gg.base[d] = static_cast<int32_t>(-g.pad[d]);
+      gg.tap_step[d] = static_cast<int32_t>(g.dil[d]);
+      gg.divisor[d] = 1;
+    } else {  // o = (x + pad − t·dil) / stride
+      gg.out_step[d] = 1;
+      gg.base[d] = static_cast<int32_t>(g.pad[d]);
+      gg.tap_step[d] = static_cast<int32_t>(-g.dil[d]);
+      gg.divisor[d] = static_cast<int32_t>(g.str[d]);
+    }
+  }
+  s.kernel = fprop ? gk::ImplicitKernel::fprop : gk::ImplicitKernel::bprop;
+  return true;
+}
+
+// update: gradF[(c, tap), k] as one GEMM per tap, Cᵀ[k, c] = Σ_j E[k, j] · I[c, x(j, tap)], j =
+// (position, n); E is a plain k-contiguous A, I the gathered k-contiguous B.
+bool describe_update(const ConvProblem& p, Setup& s) {
+  const Geometry& g = p.g;
+  for (int d = 0; d < 3; ++d)
+    if (g.up[d] != 1) return false;
+  const Operand& input = p.x;
+  const Operand& grad = p.y;
+  const bool b_is_u8 = input.kind == ElementKind::u8;
+  if (grad.kind != ElementKind::flex16 ||
+      (input.kind != ElementKind::flex16 && input.kind != ElementKind::u8))
+    return false;
+  const std::int64_t chunk = b_is_u8 ? 16 : 8;
+  const std::int64_t* is = input.stride;
+  const std::int64_t* es = grad.stride;
+  if (g.N % chunk != 0 || is[4] != 1 || !aligned(input.data) || !aligned(grad.data)) return false;
+  const std::int64_t input_extents[4] = {g.C, g.in[0], g.in[1], g.in[2]};
+  if (!strides_fit(is, input_extents, 4, chunk)) return false;
+  // E's (m, p, q, n) collapse into one unit stride: the k index of a plain A.
+  if (es[4] != 1 || (g.out[2] > 1 && es[3] != g.N) || (g.out[1] > 1 && es[2] != g.out[2] * g.N) ||
+      (g.out[0] > 1 && es[1] != g.out[1] * g.out[2] * g.N) || (g.K > 1 && es[0] % 8 != 0))
+    return false;
+  constexpr std::int64_t kInt32 = INT32_MAX / 4;
+  for (std::int64_t v : {g.C, g.N, g.in[0], g.in[1], g.in[2], g.out[0], g.out[1], g.out[2]})
+    if (v > kInt32) return false;
+  for (int d = 0; d < 3; ++d)
+    if (g.out[d] * g.str[d] + g.pad[d] + g.flt[d] * g.dil[d] > kInt32) return false;
+  if (g.taps() > 65535) return false;
+
+  gk::IntegerGemmArgs& a = s.args;
+  a.m = g.K;
+  a.n = g.C;
+  a.k = g.out_positions() * g.N;
+  a.a = {grad.data, es[0], 1, 0};
+  a.b = {input.data, 0, 0, 0};
+  // Row (c, tap) of gradF is row c·taps + tap of the output matrix: GEMM row k, column c, tap z.
+  a.c = {p.out.data, p.out.col_stride, g.taps() * p.out.row_stride, p.out.row_stride};
+  a.epilogue = p.epilogue;
+  a.b_is_u8 = b_is_u8;
+  a.out_is_f32 = p.out.kind == ElementKind::f32;
+  a.measure = p.mode == gemm::EpilogueMode::measure;
+  gk::ConvGather& gg = a.gather;
+  gg.batch = static_cast<int32_t>(g.N);
+  gg.channel_stride = is[0];
+  for (int d = 0; d < 3; ++d) {
+    gg.taps[d] = static_cast<int32_t>(g.flt[d]);
+    gg.out[d] = static_cast<int32_t>(g.out[d]);
+    gg.in[d] = static_cast<int32_t>(g.in[d]);
+    gg.in_stride[d] = is[1 + d];
+    gg.out_step[d] = static_cast<int32_t>(g.str[d]);
+    gg.base[d] = static_cast<int32_t>(-g.pad[d]);
+    gg.tap_step[d] = static_cast<int32_t>(g.dil[d]);
+    gg.divisor[d] = 1;
+  }
+  s.kernel = gk::ImplicitKernel::update;
+  s.taps = g.taps();
+  return true;
+}
+
+}  // namespace
+
+bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem, int device,
+                        cudaStream_t stream, portable::GemmStats* device_stats) {
+  if (env_is("FLEXKIT_CONV_KERNEL", "direct")) return false;
+  Setup setup;
+  const bool described = direction == ImplicitDirection::update
+                             ? describe_update(problem, setup)
+                             : describe(direction, problem, setup);
+  const bool fits = described && prepared(device, setup.args.b_is_u8 != 0, setup.kernel);
+  const char* name = direction == ImplicitDirection::fprop   ? "fprop"
+                     : direction == ImplicitDirection::bprop ? "bprop"
+                                                             : "update";
+  if (!fits) {
+    if (env_is("FLEXKIT_CONV_LOG", "1"))
+      std::fprintf(stderr, "flexkit conv %s: direct kernels (layout or device)\n", name);
+    return false;
+  }
+  gk::IntegerGemmArgs& args = setup.args;
+  const std::int64_t tiles_m = ceil_div(args.m, gk::kWgmmaTileM);
+  const std::int64_t tiles_n = ceil_div(args.n, gk::kWgmmaTileN);
+  if (tiles_m * tiles_n > INT32_MAX) return false;
+  // The split of K as the GEMM plans it: no CTA's range longer than the exact int32 limit, and
+  // more CTAs when the tiles alone leave multiprocessors idle.
+  const int sms = backend::cuda::multiprocessors(device);
+  std::int64_t splits = ceil_div(args.k, gk::kWgmmaMaxChunkK);
+  const std::int64_t ctas = tiles_m * tiles_n * setup.taps;
+  if (ctas < sms) {
+    // As many splits as fill whole waves (of one CTA per multiprocessor), not one more: a
+    // second, nearly empty wave costs as long as the first.
+    const std::int64_t waves = ceil_div(splits * ctas, sms);
+    const std::int64_t wanted = std::max<std::int64_t>(1, waves * sms / ctas);
+    const std::int64_t useful = std::max<std::int64_t>(1, args.k / (16 * gk::kWgmmaStageK));
+    splits = std::max(splits, std::min(wanted, useful));
+  }
+  args.k_chunk = ceil_div(ceil_div(args.k, splits), gk::kWgmmaStageK) * gk::kWgmmaStageK;
+  splits = ceil_div(args.k, args.k_chunk);
+  if (splits > 65535) return false;
+  args.splits = static_cast<int32_t>(splits);
+  args.raw_stages = gk::wgmma_max_raw_stages(args.b_is_u8 != 0, gk::kWgmmaTileN);
+  args.tiles_m = static_cast<int32_t>(tiles_m);
+  args.tiles_n = static_cast<int32_t>(tiles_n);
+  args.stats = device_stats;
+  if (env_is("FLEXKIT_CONV_LOG", "1"))
+    std::fprintf(stderr,
+                 "flexkit conv %s: implicit GEMM on tensor cores (%lld x m %lld n %lld k %lld, "
+                 "B %s, splits %d)\n",
+                 name, static_cast<long long>(setup.taps), static_cast<long long>(args.m),
+                 static_cast<long long>(args.n), static_cast<long long>(args.k),
+                 args.b_is_u8 ? "u8" : "flex16", args.splits);
+
+  const std::int64_t outputs = setup.taps * args.m * args.n;
+  backend::cuda::Scratch workspace(
+      device, splits > 1 ? static_cast<std::size_t>(outputs) * sizeof(std::int64_t) : 0);
+  if (splits > 1) {
+    args.workspace = static_cast<unsigned long long*>(workspace.get());
+    FLEXKIT_CUDA_CHECK(cudaMemsetAsync(
+        workspace.get(), 0, static_cast<std::size_t>(outputs) * sizeof(std::int64_t), stream));
+  }
+  const dim3 grid(static_cast<unsigned>(tiles_m * tiles_n), static_cast<unsigned>(splits),
+                  static_cast<unsigned>(setup.taps));
+  if (args.b_is_u8) {
+    gk::launch_gather_u8(setup.kernel, grid, args, stream);
+  } else {
+    gk::launch_gather_s16(setup.kernel, grid, args, stream);
+  }
+  if (splits > 1) gk::launch_finish_splits(args, outputs, device, stream);
+  return true;
+}
+
+}  // namespace flexkit::conv

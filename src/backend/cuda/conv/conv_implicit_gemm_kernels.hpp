@@ -1,0 +1,23 @@
+// The implicit-GEMM instantiations of the exact wgmma kernel (one translation unit per element
+// type of the gathered operand, to spread the build).
+#pragma once
+#include <cuda_runtime.h>
+
+#include "backend/cuda/gemm/gemm_kernel_args.cuh"
+
+namespace flexkit::backend::cuda::gemm_kernels {
+
+// fprop: filter A m-contiguous, activations gathered tap-major (n-contiguous); bprop: filter A
+// k-contiguous, gradient gathered the same way; update: gradient A k-contiguous, activations
+// gathered k-contiguous, one tap per grid z.
+enum class ImplicitKernel { fprop, bprop, update };
+
+bool prepare_gather_s16(ImplicitKernel kernel);
+void launch_gather_s16(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
+                       cudaStream_t stream);
+// u8 spikes: fprop and update only.
+bool prepare_gather_u8(ImplicitKernel kernel);
+void launch_gather_u8(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
+                      cudaStream_t stream);
+
+}  // namespace flexkit::backend::cuda::gemm_kernels
