@@ -8,6 +8,8 @@
 // results for the same operands.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -323,8 +325,9 @@ TEST(Conv, SpecDiscriminatorIsExact) {
 // the spatial extents cycling through small values, flex16 (u8 spikes on alternate cases) and
 // f32, all three directions.
 TEST(Conv, GridAgainstDirectReference) {
-  const std::int64_t channel_sizes[] = {1, 3, 8, 17};
+  const std::int64_t channel_sizes[] = {1, 3, 8, 17, 64};
   int index = 0, failures = 0, configs = 0;
+  int wide[3] = {0, 0, 0};  // configs with C, K, N = 64
   for (int dims : {1, 2, 3})
     for (std::int64_t ks : {1, 3, 5, 7})
       for (std::int64_t pad : {0, 1, 2})
@@ -340,9 +343,15 @@ TEST(Conv, GridAgainstDirectReference) {
               Geo g;
               g.dims = dims;
               const int i = index++;
-              g.C = channel_sizes[i % 4];
-              g.K = channel_sizes[(i / 4 + 1) % 4];
-              g.N = channel_sizes[(i / 16 + 2) % 4];
+              g.C = channel_sizes[i % 5];
+              g.K = channel_sizes[(i / 5 + 1) % 5];
+              g.N = channel_sizes[(i / 25 + 2) % 5];
+              if (std::max({g.C, g.K, g.N}) == 64) {  // one wide extent at a time
+                const std::int64_t wide = g.C == 64 ? 0 : g.K == 64 ? 1 : 2;
+                if (wide != 0) g.C = std::min<std::int64_t>(g.C, 8);
+                if (wide != 1) g.K = std::min<std::int64_t>(g.K, 8);
+                if (wide != 2) g.N = std::min<std::int64_t>(g.N, 8);
+              }
               if (dims == 3) {  // keep the 3-d reference small
                 g.C = std::min<std::int64_t>(g.C, 3);
                 g.K = std::min<std::int64_t>(g.K, 3);
@@ -361,10 +370,12 @@ TEST(Conv, GridAgainstDirectReference) {
               SCOPED_TRACE(g.str_());
               failures += check_config(g, 1000 + static_cast<unsigned>(i), i % 2 == 1);
               ++configs;
+              wide[0] += g.C == 64, wide[1] += g.K == 64, wide[2] += g.N == 64;
               if (failures > 20) FAIL() << "stopping after " << failures << " mismatches";
             }
   EXPECT_EQ(failures, 0);
   EXPECT_GT(configs, 200);  // the grid really ran
+  for (int w : wide) EXPECT_GE(w, 10);
 }
 
 TEST(Conv, LargeCasesOnce) {
