@@ -150,6 +150,9 @@ bool describe(ImplicitDirection direction, const ConvProblem& p, Setup& s) {
       gg.divisor[d] = static_cast<int32_t>(g.str[d]);
     }
   }
+  gg.b_block_step = gk::kWgmmaStageK * gg.channel_stride;
+  gg.a_block_step = gk::kWgmmaStageK * a.a.k_stride;
+  gg.strided_gradient = gg.divisor[0] != 1 || gg.divisor[1] != 1 || gg.divisor[2] != 1;
   s.kernel = fprop ? gk::ImplicitKernel::fprop : gk::ImplicitKernel::bprop;
   return true;
 }

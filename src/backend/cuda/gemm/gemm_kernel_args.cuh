@@ -52,6 +52,9 @@ struct ConvGather {
   int64_t channel_stride;  // elements between channels of the gathered operand
   int64_t in_stride[3];    // elements per step of x_d
   int64_t a_tap_stride[3];
+  int64_t b_block_step;      // 64 · channel_stride
+  int64_t a_block_step;      // 64 · A's k stride
+  int32_t strided_gradient;  // some divisor_d > 1
 };
 
 struct IntegerGemmArgs {

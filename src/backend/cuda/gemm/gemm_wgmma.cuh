@@ -668,8 +668,10 @@ struct LeanCopy {
 // stage's offsets into A and into the gathered operand are recomputed from it each stage (uniform
 // arithmetic): carrying them as state instead made ptxas spill next to the 3 · 64 accumulators.
 struct TapWalk {
-  int block;  // channel block within the tap
-  int t[3];   // the tap
+  int block;         // channel block within the tap
+  int t[3];          // the tap
+  int64_t b_offset;  // Σ_d t_d·tap_step_d·in_stride_d + 64 · block · channel_stride
+  int64_t a_offset;  // A's offset (elements) of the stage's first k
 
   // stage < 2^31 (the host checks), so 32-bit divisions.
   __device__ __forceinline__ void init(const ConvGather& g, int64_t stage) {
@@ -680,15 +682,33 @@ struct TapWalk {
     tap /= uint32_t(g.taps[2]);
     t[1] = static_cast<int>(tap % uint32_t(g.taps[1]));
     t[0] = static_cast<int>(tap / uint32_t(g.taps[1]));
+    refresh(g);
+  }
+  // The offsets from the tap and block (at a tap change; within a tap they only add a step).
+  __device__ __forceinline__ void refresh(const ConvGather& g) {
+    b_offset = block * g.b_block_step;
+    a_offset = block * g.a_block_step;
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+      b_offset += int64_t(disp(g, d)) * g.in_stride[d];
+      a_offset += t[d] * g.a_tap_stride[d];
+    }
   }
   __device__ __forceinline__ void advance(const ConvGather& g) {
-    if (++block < g.channel_stages) return;
+    if (++block < g.channel_stages) {
+      b_offset += g.b_block_step;
+      a_offset += g.a_block_step;
+      return;
+    }
     block = 0;
-    if (++t[2] < g.taps[2]) return;
-    t[2] = 0;
-    if (++t[1] < g.taps[1]) return;
-    t[1] = 0;
-    ++t[0];
+    if (++t[2] == g.taps[2]) {
+      t[2] = 0;
+      if (++t[1] == g.taps[1]) {
+        t[1] = 0;
+        ++t[0];
+      }
+    }
+    refresh(g);
   }
   // Channels of this stage that exist (the last block of a tap may be partial).
   __device__ __forceinline__ int channels(const ConvGather& g) const {
@@ -697,17 +717,6 @@ struct TapWalk {
   }
   __device__ __forceinline__ int disp(const ConvGather& g, int d) const {
     return t[d] * g.tap_step[d];
-  }
-  // Σ_d disp_d · in_stride_d + 64 · block · channel_stride: the gathered operand's offset of the
-  // stage, relative to a thread's base.
-  __device__ __forceinline__ int64_t b_offset(const ConvGather& g) const {
-    return int64_t(disp(g, 0)) * g.in_stride[0] + int64_t(disp(g, 1)) * g.in_stride[1] +
-           int64_t(disp(g, 2)) * g.in_stride[2] + int64_t(kWgmmaStageK * block) * g.channel_stride;
-  }
-  // A's offset (elements) of the stage's first k.
-  __device__ __forceinline__ int64_t a_offset(const ConvGather& g, int64_t a_k_stride) const {
-    return t[0] * g.a_tap_stride[0] + t[1] * g.a_tap_stride[1] + t[2] * g.a_tap_stride[2] +
-           int64_t(kWgmmaStageK * block) * a_k_stride;
   }
 };
 
@@ -757,7 +766,7 @@ struct GatherCopy {
 #pragma unroll
     for (int d = 0; d < 3; ++d) x0[d] = static_cast<int32_t>(o[d] * g.out_step[d] + g.base[d]);
     base_offset = n0 + int64_t(k_first) * g.channel_stride;
-    if (g.divisor[0] == 1 && g.divisor[1] == 1 && g.divisor[2] == 1) {
+    if (!g.strided_gradient) {
 #pragma unroll
       for (int d = 0; d < 3; ++d) base_offset += int64_t(x0[d]) * g.in_stride[d];
     }
@@ -776,11 +785,11 @@ struct GatherCopy {
                                         const TapWalk& walk, int k_valid) const {
     bool ok = column_ok;
     const Element* src;
-    if (g.divisor[0] == 1 && g.divisor[1] == 1 && g.divisor[2] == 1) {
+    if (!g.strided_gradient) {
 #pragma unroll
       for (int d = 0; d < 3; ++d)
         ok = ok && static_cast<uint32_t>(x0[d] + walk.disp(g, d)) < static_cast<uint32_t>(g.in[d]);
-      src = data + (base_offset + walk.b_offset(g));
+      src = data + (base_offset + walk.b_offset);
     } else {
       // A strided convolution's gradient: o = (x + pad − t·dil) / stride only where exact.
       int64_t offset = base_offset + int64_t(kWgmmaStageK) * walk.block * g.channel_stride;
@@ -1331,7 +1340,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     }
     if constexpr (kGather == kGatherTaps) {
       const int channels = walk.channels(p.gather);
-      const int64_t a_offset = walk.a_offset(p.gather, p.a.k_stride);
+      const int64_t a_offset = walk.a_offset;
       if (rows_a == kWgmmaTileM && channels == kWgmmaStageK && !p.guarded_copies) {
         a_copy.src = reinterpret_cast<const unsigned char*>(a_tile + a_offset) + a_first;
         a_copy.issue(raw);
