@@ -441,19 +441,19 @@ TEST(GemmCpuKernels, F32AgainstDouble) {
 
 }  // namespace
 
-// The kernels' branch-free store rounding against an independent 128-bit rounding (and the
+// The kernels' branch-free store rounding against an independent rounding by division (and the
 // general gemm_round_shift) for every shift it is used with: ties both ways, values around every
 // saturation edge, and random accumulators up to its bound 2^62.
 TEST(GemmCpuKernels, BranchFreeRoundingMatchesTheExactRule) {
   std::mt19937_64 rng(99);
   auto reference = [](std::int64_t acc, int s) {
-    const __int128 unit = __int128{1} << s;
-    __int128 q = acc / unit, rem = acc % unit;  // truncated toward zero
-    if (rem < 0) rem += unit, q -= 1;           // floor
+    // unit ≤ 2^62 and 0 ≤ rem < unit, so 2·rem stays inside int64.
+    const std::int64_t unit = std::int64_t{1} << s;
+    std::int64_t q = acc / unit, rem = acc % unit;  // truncated toward zero
+    if (rem < 0) rem += unit, q -= 1;               // floor
     if (2 * rem > unit || (2 * rem == unit && (q & 1))) q += 1;
     const bool saturated = q > 32767 || q < -32768;
-    return std::pair<std::int64_t, bool>(
-        saturated ? (q > 0 ? 32767 : -32768) : static_cast<std::int64_t>(q), saturated);
+    return std::pair<std::int64_t, bool>(saturated ? (q > 0 ? 32767 : -32768) : q, saturated);
   };
   int checked = 0;
   for (int s = 1; s <= 62; ++s) {
