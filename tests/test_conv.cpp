@@ -432,7 +432,7 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       {1, 64, 64, 16, 40, 5, 2, 1, 1, false}, {1, 17, 8, 8, 30, 3, 1, 2, 2, true},
       {3, 8, 8, 8, 5, 3, 1, 1, 1, false},     {3, 16, 8, 16, 6, 3, 1, 2, 1, true},
       {2, 8, 8, 64, 17, 3, 1, 1, 1, false},    // 153 column tiles: no split of K
-      {1, 8, 16, 64, 600, 3, 1, 1, 1, false},  // update: a reduction over 38400, two chunks
+      {1, 8, 16, 64, 600, 3, 1, 1, 1, false},  // update: a reduction of 38 464 (> one 32 768 chunk)
   };
   int failures = 0, index = 0;
   for (const Case& c : cases) {
