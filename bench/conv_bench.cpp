@@ -50,74 +50,20 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench_support.hpp"
 #include "flexkit/conv.hpp"
 #include "flexkit/flexkit.hpp"
 #include "flexkit/gemm.hpp"
 #include "flexkit/portable/gemm_epilogue.hpp"
 
 using namespace flexkit;
+using namespace flexkit::bench;
 
 namespace {
 
 using i64 = std::int64_t;
 
-// ---- status checks: every CUDA call goes through this, so a failure names the call ----------
-
-void check_cuda(cudaError_t status, const char* call, int line) {
-  if (status == cudaSuccess) return;
-  throw std::runtime_error(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" +
-                           cudaGetErrorString(status) +
-                           ") at conv_bench.cpp:" + std::to_string(line));
-}
-
-#define CUDA_CHECK(call) check_cuda((call), #call, __LINE__)
-
-// A measurement left out on purpose (too slow, past the time limit): not a failure.
-struct Skipped : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// flexkit queues device 0's work on this stream; the copies and the events use it too, so every
-// timed span covers exactly the work it names.
-cudaStream_t stream() {
-  return static_cast<cudaStream_t>(cuda::current_stream(0));
-}
-
-const auto g_start = std::chrono::steady_clock::now();
-double elapsed_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
-}
-
-[[gnu::format(printf, 1, 2)]] void progress(const char* format, ...) {
-  std::fprintf(stderr, "[%6.1f s] ", elapsed_s());
-  va_list args;
-  va_start(args, format);
-  std::vfprintf(stderr, format, args);
-  va_end(args);
-  std::fputc('\n', stderr);
-  std::fflush(stderr);
-}
-
-[[gnu::format(printf, 1, 2)]] std::string fmt(const char* format, ...) {
-  char buffer[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buffer, sizeof buffer, format, args);
-  va_end(args);
-  return buffer;
-}
-
-// ---- random mantissas (SplitMix64: seeded, and fast enough for the 231 M-element GEMM operand)
-
-struct SplitMix {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-};
+// ---- random mantissas ------------------------------------------------------------------------
 
 // Uniform over the whole int16 range [-32768, 32767].
 std::vector<std::int16_t> random_mantissas(i64 n, std::uint64_t seed) {

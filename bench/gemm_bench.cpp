@@ -33,23 +33,18 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_bench_support.hpp"
 #include "flexkit/flexkit.hpp"
 #include "flexkit/gemm.hpp"
 
 using namespace flexkit;
+using namespace flexkit::bench;
 
 namespace {
 
 using i64 = std::int64_t;
 
-// ---- status checks: every CUDA and cuBLAS call goes through these, so a failure names the call.
-
-void check_cuda(cudaError_t status, const char* call, int line) {
-  if (status == cudaSuccess) return;
-  throw std::runtime_error(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" +
-                           cudaGetErrorString(status) +
-                           ") at gemm_bench.cpp:" + std::to_string(line));
-}
+// ---- cuBLAS status checks (CUDA's are in cuda_bench_support.hpp), so a failure names the call.
 
 void check_cublas(cublasStatus_t status, const char* call, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
@@ -58,55 +53,9 @@ void check_cublas(cublasStatus_t status, const char* call, int line) {
                            ") at gemm_bench.cpp:" + std::to_string(line));
 }
 
-#define CUDA_CHECK(call) check_cuda((call), #call, __LINE__)
 #define CUBLAS_CHECK(call) check_cublas((call), #call, __LINE__)
 
-// A measurement left out on purpose (too slow, too big, not part of the plan): not a failure.
-struct Skipped : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// flexkit queues device 0's work on this stream; cuBLAS and the events use it too, so every
-// timed span covers exactly the work it names and nothing races.
-cudaStream_t stream() {
-  return static_cast<cudaStream_t>(cuda::current_stream(0));
-}
-
-const auto g_start = std::chrono::steady_clock::now();
-double elapsed_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
-}
-
-[[gnu::format(printf, 1, 2)]] void progress(const char* format, ...) {
-  std::fprintf(stderr, "[%6.1f s] ", elapsed_s());
-  va_list args;
-  va_start(args, format);
-  std::vfprintf(stderr, format, args);
-  va_end(args);
-  std::fputc('\n', stderr);
-  std::fflush(stderr);
-}
-
-[[gnu::format(printf, 1, 2)]] std::string fmt(const char* format, ...) {
-  char buffer[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buffer, sizeof buffer, format, args);
-  va_end(args);
-  return buffer;
-}
-
-// ---- random data (SplitMix64: fast enough for 16384^2 operands on one core, and seeded) ------
-
-struct SplitMix {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-};
+// ---- random data ----------------------------------------------------------------------------
 
 // Uniform in (-1, 1) and never zero: (2x + 1 − 2^24) / 2^24 for 24-bit x is an odd multiple of
 // 2^-24, exact in float.

@@ -42,10 +42,7 @@ bool prepared(int device, bool b_is_u8, gk::ImplicitKernel kernel) {
   std::lock_guard<std::mutex> lock(mutex);
   const auto key = std::make_tuple(device, b_is_u8, kernel);
   if (auto it = known.find(key); it != known.end()) return it->second;
-  int major = 0, minor = 0;
-  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  bool ok = major == 9 && minor == 0;
+  bool ok = gk::device_is_sm90(device);
   if (ok) ok = b_is_u8 ? gk::prepare_gather_u8(kernel) : gk::prepare_gather_s16(kernel);
   known.emplace(key, ok);
   return ok;
@@ -238,21 +235,12 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
   const std::int64_t tiles_m = ceil_div(args.m, gk::kWgmmaTileM);
   const std::int64_t tiles_n = ceil_div(args.n, gk::kWgmmaTileN);
   if (tiles_m * tiles_n > INT32_MAX) return false;
-  // The split of K as the GEMM plans it: no CTA's range longer than the exact int32 limit, and
-  // more CTAs when the tiles alone leave multiprocessors idle.
+  // K divided as the GEMM divides it.
   const int sms = backend::cuda::multiprocessors(device);
-  std::int64_t splits = ceil_div(args.k, gk::kWgmmaMaxChunkK);
   const std::int64_t ctas = tiles_m * tiles_n * setup.taps;
-  if (ctas < sms) {
-    // As many splits as fill whole waves (of one CTA per multiprocessor), not one more: a
-    // second, nearly empty wave costs as long as the first.
-    const std::int64_t waves = ceil_div(splits * ctas, sms);
-    const std::int64_t wanted = std::max<std::int64_t>(1, waves * sms / ctas);
-    const std::int64_t useful = std::max<std::int64_t>(1, args.k / (16 * gk::kWgmmaStageK));
-    splits = std::max(splits, std::min(wanted, useful));
-  }
-  args.k_chunk = ceil_div(ceil_div(args.k, splits), gk::kWgmmaStageK) * gk::kWgmmaStageK;
-  splits = ceil_div(args.k, args.k_chunk);
+  const gk::WgmmaKSplit split = gk::wgmma_k_split(args.k, ctas, sms);
+  const std::int64_t splits = split.splits;
+  args.k_chunk = split.k_chunk;
   if (splits > 65535) return false;
   args.splits = static_cast<int32_t>(splits);
   args.raw_stages = gk::wgmma_max_raw_stages(args.b_is_u8 != 0, gk::kWgmmaTileN);

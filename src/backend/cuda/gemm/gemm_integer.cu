@@ -228,19 +228,6 @@ int stages_from_env() {
   return static_cast<int>(stages);
 }
 
-bool device_is_sm90(int device) {
-  static std::mutex mutex;
-  static std::map<int, bool> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = known.find(device); it != known.end()) return it->second;
-  int major = 0, minor = 0;
-  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  const bool sm90 = major == 9 && minor == 0;  // sm_90a code runs on compute capability 9.0 only
-  known.emplace(device, sm90);
-  return sm90;
-}
-
 // Called with the device current (the caller holds a DeviceGuard).
 Plan make_plan(const PlanKey& key) {
   Plan plan;
@@ -253,20 +240,8 @@ Plan make_plan(const PlanKey& key) {
                                wide ? kWgmmaWideTileN : kWgmmaTileN};
     const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
     const int64_t tiles_n = ceil_div(key.n, variant.tile_n);
-    // Split K when one CTA's range would break the int32 exactness bound, and when too few
-    // tiles would leave multiprocessors idle (each split still gets ≥ 16 stages of work).
-    int64_t splits = ceil_div(key.k, kWgmmaMaxChunkK);
-    const int64_t ctas = tiles_m * tiles_n * key.batch;
-    if (ctas < sms) {
-      // As many splits as fill whole waves (of one CTA per multiprocessor), not one more: a
-      // second, nearly empty wave costs as long as the first.
-      const int64_t waves = ceil_div(splits * ctas, sms);
-      const int64_t wanted = std::max<int64_t>(1, waves * sms / ctas);
-      const int64_t useful = std::max<int64_t>(1, key.k / (16 * kWgmmaStageK));
-      splits = std::max(splits, std::min(wanted, useful));
-    }
-    const int64_t k_chunk = ceil_div(ceil_div(key.k, splits), kWgmmaStageK) * kWgmmaStageK;
-    splits = ceil_div(key.k, k_chunk);
+    const WgmmaKSplit split = wgmma_k_split(key.k, tiles_m * tiles_n * key.batch, sms);
+    const int64_t splits = split.splits, k_chunk = split.k_chunk;
     // The register-A kernel needs a k-contiguous A and runs only when asked for; everything
     // else gets the shared-memory one.
     const bool try_rs = !wide && key.a_k_contig && key.forced == KernelChoice::rs;
@@ -387,6 +362,35 @@ void check_problem(const gemm::GemmProblem& p, const portable::GemmStats* device
 }
 
 }  // namespace
+
+bool device_is_sm90(int device) {
+  static std::mutex mutex;
+  static std::map<int, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(device); it != known.end()) return it->second;
+  int major = 0, minor = 0;
+  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  const bool sm90 = major == 9 && minor == 0;  // sm_90a code runs on compute capability 9.0 only
+  known.emplace(device, sm90);
+  return sm90;
+}
+
+WgmmaKSplit wgmma_k_split(int64_t k, int64_t ctas, int sms) {
+  // Split K when one CTA's range would break the int32 exactness bound, and when too few tiles
+  // would leave multiprocessors idle (each split still gets ≥ 16 stages of work).
+  int64_t splits = ceil_div(k, kWgmmaMaxChunkK);
+  if (ctas < sms) {
+    // As many splits as fill whole waves (of one CTA per multiprocessor), not one more: a
+    // second, nearly empty wave costs as long as the first.
+    const int64_t waves = ceil_div(splits * ctas, sms);
+    const int64_t wanted = std::max<int64_t>(1, waves * sms / ctas);
+    const int64_t useful = std::max<int64_t>(1, k / (16 * kWgmmaStageK));
+    splits = std::max(splits, std::min(wanted, useful));
+  }
+  const int64_t k_chunk = ceil_div(ceil_div(k, splits), kWgmmaStageK) * kWgmmaStageK;
+  return {ceil_div(k, k_chunk), k_chunk};
+}
 
 void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int device,
                           cudaStream_t stream) {

@@ -53,6 +53,18 @@ void launch_wgmma_s16(bool a_k_contig, bool b_k_contig, dim3 grid, const Integer
 void launch_wgmma_u8(bool a_k_contig, bool b_k_contig, bool wide, dim3 grid,
                      const IntegerGemmArgs& args, cudaStream_t stream);
 
+// Whether `device` runs sm_90a code (compute capability 9.0; asked once per device).
+bool device_is_sm90(int device);
+
+// How a wgmma launch of `ctas` output tiles divides K (every split a multiple of kWgmmaStageK,
+// none longer than kWgmmaMaxChunkK, and enough splits to fill whole waves on `sms`
+// multiprocessors when the tiles alone do not).
+struct WgmmaKSplit {
+  int64_t splits;
+  int64_t k_chunk;
+};
+WgmmaKSplit wgmma_k_split(int64_t k, int64_t ctas, int sms);
+
 // Finishes the int64 split-K workspace of `args` (args.splits > 1): the first `outputs`
 // accumulators ([batch][m][n]) through the epilogue into args.c, statistics into args.stats.
 void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int device,
