@@ -264,6 +264,17 @@ TEST(Dot, WholeTilesOfEveryKernelShape) {
       for (bool tb : {false, true}) check_product(c, ta, tb, 300, 400, 1000, seed++);
 }
 
+TEST(Dot, OperandsReadInPlaceAndLargeProducts) {
+  // A u8 B stored k-contiguous with 16-byte aligned rows (k = 1024) is what the CUDA planar
+  // kernel reads where it is, without a plane copy.
+  unsigned seed = 700;
+  for (const Combo& c : {kIntegerCombos[2], kIntegerCombos[3]})
+    for (bool ta : {false, true}) check_product(c, ta, true, 300, 200, 1024, seed++);
+  // Large enough (m·n ≥ 1024·(m + n)) that the automatic CUDA choice is the planar kernel.
+  check_product(kIntegerCombos[0], false, false, 2056, 2072, 80, seed++);
+  check_product(kIntegerCombos[2], true, false, 2056, 2072, 80, seed++);
+}
+
 TEST(Dot, FullRangeMantissasAndLongSumsStayExact) {
   // Every mantissa −32768: each product is 2^30 and K = 2^20 sums to 2^50, far beyond what a
   // float accumulator or an int32 tensor-core accumulator holds.

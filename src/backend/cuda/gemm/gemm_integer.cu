@@ -2,16 +2,19 @@
 // cache, the simple kernel (any arch, any strides), the split-K finish kernel, and the choice of
 // the sm_90a wgmma kernel (gemm_wgmma.cuh) when the device and the operands' layout allow it.
 //
-// Kernels: "ss" (sm_90a, the default: both operands through shared memory, any unit-stride layout,
-// raw tiles streamed by a deep cp.async ring, gemm_wgmma_lean_kernel), "rs" (sm_90a,
+// Kernels: "planar" (sm_90a, the default: the operands split once into byte planes in global
+// memory, any strides, then streamed by TMA into wgmma, gemm_planar.cuh), "ss" (sm_90a: both
+// operands split inside the kernel, any unit-stride layout, raw tiles streamed by a deep cp.async
+// ring, gemm_wgmma_lean_kernel), "rs" (sm_90a,
 // A k-contiguous, its wgmma fragments in registers, both operands through the deep raw ring,
 // gemm_wgmma_rs.cu), "simple" (any arch, any strides).
-// FLEXKIT_GEMM_KERNEL=simple|ss|rs forces one where it applies
+// FLEXKIT_GEMM_KERNEL=simple|planar|ss|rs forces one where it applies
 // (a forced kernel that does not apply falls back to the best that does; FLEXKIT_GEMM_LOG=1 says
 // which). FLEXKIT_GEMM_GUARDED_COPIES=1 (debug) sends every stage of "ss" through the guarded
 // copies. FLEXKIT_GEMM_STAGES=n sets the depth of the deep kernels' raw ring (default and cap: what
 // fits in shared memory: ss 4 for a flex16 B, 6 for a u8 B (5 with the wide tile); rs 6 and 8;
-// floor: ss 2, rs 3). A u8 B gets a 128 × 192 tile in "ss" (the fastest u8 variant measured);
+// floor: ss 2, rs 3). A u8 B gets a 128 × 192 tile in "planar" and "ss" (the fastest u8 variant
+// measured);
 // FLEXKIT_GEMM_TILE_N=128 asks for the square one.
 #include <cuda_runtime.h>
 
@@ -28,6 +31,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
+#include "backend/cuda/gemm/gemm_planar.hpp"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
 #include "backend/cuda/launch_support.hpp"
 #include "flexkit/cuda.hpp"
@@ -129,9 +133,9 @@ __global__ void __launch_bounds__(kFinishThreads)
   commit_block_stats(stats, p.stats);
 }
 
-enum class KernelKind : uint8_t { simple, ss, rs };
+enum class KernelKind : uint8_t { simple, planar, ss, rs };
 // What FLEXKIT_GEMM_KERNEL asks for.
-enum class KernelChoice : uint8_t { automatic, simple, ss, rs };
+enum class KernelChoice : uint8_t { automatic, simple, planar, ss, rs };
 
 struct PlanKey {
   int device;
@@ -195,11 +199,12 @@ KernelChoice kernel_choice_from_env() {
   if (value == nullptr || *value == '\0') return KernelChoice::automatic;
   const std::string_view v(value);
   if (v == "simple") return KernelChoice::simple;
+  if (v == "planar") return KernelChoice::planar;
   if (v == "ss") return KernelChoice::ss;
   if (v == "rs") return KernelChoice::rs;
   if (v == "auto" || v == "wgmma") return KernelChoice::automatic;
   throw ValueError("FLEXKIT_GEMM_KERNEL='" + std::string(v) +
-                   "': expected 'simple', 'ss', 'rs', 'wgmma' or 'auto'");
+                   "': expected 'simple', 'planar', 'ss', 'rs', 'wgmma' or 'auto'");
 }
 
 int tile_n_from_env() {
@@ -232,6 +237,40 @@ int stages_from_env() {
 Plan make_plan(const PlanKey& key) {
   Plan plan;
   const int sms = multiprocessors(key.device);
+  // The planar kernel: any layout; its TMA coordinates are 32-bit. Splitting moves about
+  // 4·(m + n)·k bytes and saves time on 2·m·n·k products (≈ 280 → 360 TOP/s measured for
+  // flex16): it pays once m·n / (m + n) ≳ 1000, which measured as the break-even (2048³ equal,
+  // 1024³ and 256 × 4096 × 4096 slower, 4096³ and up faster). Operands without a unit stride
+  // have no other tensor-core kernel and always go planar.
+  const bool in_range =
+      key.m <= INT32_MAX && key.n <= INT32_MAX && key.k <= INT32_MAX && key.batch <= INT32_MAX;
+  const bool planar_pays =
+      in_range && (!key.layout_fast || key.m * key.n >= 1024 * (key.m + key.n));
+  const bool planar_wanted =
+      key.forced == KernelChoice::planar || (key.forced == KernelChoice::automatic && planar_pays);
+  if (planar_wanted && in_range && device_is_sm90(key.device)) {
+    const int tile_n = key.b_is_u8 && key.tile_n != kWgmmaTileN ? kWgmmaWideTileN : kWgmmaTileN;
+    const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
+    const int64_t tiles_n = ceil_div(key.n, tile_n);
+    const WgmmaKSplit split = wgmma_k_split(key.k, tiles_m * tiles_n * key.batch, sms);
+    if (tiles_m * tiles_n <= INT32_MAX && split.splits <= 65535 &&
+        prepare_planar(key.b_is_u8, tile_n)) {
+      plan.kind = KernelKind::planar;
+      plan.variant = WgmmaVariant{key.b_is_u8, true, true, tile_n};
+      plan.tiles_m = tiles_m;
+      plan.tiles_n = tiles_n;
+      plan.splits = static_cast<int32_t>(split.splits);
+      plan.k_chunk = split.k_chunk;
+      plan.raw_stages = planar_ring_stages(key.b_is_u8, tile_n);
+      if (split.splits > 1) {
+        const int64_t outputs = key.batch * key.m * key.n;
+        plan.workspace_bytes = static_cast<std::size_t>(outputs) * sizeof(int64_t);
+        plan.finish_blocks = static_cast<unsigned>(
+            std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(sms) * 8));
+      }
+      return plan;
+    }
+  }
   if (key.forced != KernelChoice::simple && key.layout_fast && device_is_sm90(key.device)) {
     // The wide tile: a u8 B in the shared-memory kernel, unless 128 is asked for.
     const bool wide = key.b_is_u8 && key.tile_n != kWgmmaTileN &&
@@ -294,10 +333,15 @@ void log_plan(const PlanKey& key, const Plan& plan) {
       key.device, static_cast<long long>(key.batch), static_cast<long long>(key.m),
       static_cast<long long>(key.n), static_cast<long long>(key.k), key.b_is_u8 ? "u8" : "flex16",
       key.out_is_f32 ? "f32" : "flex16", key.measure ? "measure" : "store",
-      plan.kind == KernelKind::rs   ? "wgmma-rs (deep raw ring)"
-      : plan.kind == KernelKind::ss ? "wgmma-ss (lean deep raw ring, pipelined)"
-                                    : "simple");
-  if (plan.kind != KernelKind::simple)
+      plan.kind == KernelKind::rs       ? "wgmma-rs (deep raw ring)"
+      : plan.kind == KernelKind::ss     ? "wgmma-ss (lean deep raw ring, pipelined)"
+      : plan.kind == KernelKind::planar ? "wgmma-planar (byte planes, TMA ring)"
+                                        : "simple");
+  if (plan.kind == KernelKind::planar)
+    std::fprintf(stderr, " (splits %d, k_chunk %lld, workspace %zu B, ring %d, tile 128x%d)",
+                 plan.splits, static_cast<long long>(plan.k_chunk), plan.workspace_bytes,
+                 plan.raw_stages, plan.variant.tile_n);
+  if (plan.kind != KernelKind::simple && plan.kind != KernelKind::planar)
     std::fprintf(stderr, " (A %s, B %s, splits %d, k_chunk %lld, workspace %zu B",
                  plan.variant.a_k_contig ? "k-contiguous" : "m-contiguous",
                  plan.variant.b_k_contig ? "k-contiguous" : "n-contiguous", plan.splits,
@@ -305,7 +349,7 @@ void log_plan(const PlanKey& key, const Plan& plan) {
   if (plan.kind == KernelKind::ss || plan.kind == KernelKind::rs)
     std::fprintf(stderr, ", raw stages %d", plan.raw_stages);
   if (plan.kind == KernelKind::ss) std::fprintf(stderr, ", tile 128x%d", plan.variant.tile_n);
-  if (plan.kind != KernelKind::simple) std::fprintf(stderr, ")");
+  if (plan.kind == KernelKind::ss || plan.kind == KernelKind::rs) std::fprintf(stderr, ")");
   if (key.transposed) std::fprintf(stderr, " (run transposed: C^T = B^T A^T)");
   // Why the simple kernel ran; the wgmma kernels need no excuse.
   if (plan.kind == KernelKind::simple)
@@ -510,11 +554,38 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
     args.workspace = static_cast<unsigned long long*>(workspace.get());
     FLEXKIT_CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, plan.workspace_bytes, cuda_stream));
   }
+  // The planar kernel's operands: A always split into its two planes, B too unless it is a u8
+  // operand the kernel can read in place. The planes are scratch, like the workspace.
+  gk::PlanarOperand a_planes, b_planes;
+  const bool b_in_place = plan.kind == gk::KernelKind::planar && b_is_u8 &&
+                          gk::planar_in_place(args.b, n, problem.k, problem.batch, b_planes);
+  backend::cuda::Scratch a_scratch(
+      device, plan.kind == gk::KernelKind::planar
+                  ? gk::planar_bytes(m, problem.k, args.a.batch_stride == 0 ? 1 : problem.batch, 2)
+                  : 0);
+  backend::cuda::Scratch b_scratch(
+      device, plan.kind == gk::KernelKind::planar && !b_in_place
+                  ? gk::planar_bytes(n, problem.k, args.b.batch_stride == 0 ? 1 : problem.batch,
+                                     b_is_u8 ? 1 : 2)
+                  : 0);
+  if (plan.kind == gk::KernelKind::planar) {
+    a_planes = gk::split_into_planes(args.a, false, m, problem.k, problem.batch, a_scratch.get(),
+                                     cuda_stream);
+    if (!b_in_place)
+      b_planes = gk::split_into_planes(args.b, b_is_u8, n, problem.k, problem.batch,
+                                       b_scratch.get(), cuda_stream);
+    // From here on the kernel reads the planes; it asks the views only whether an operand is
+    // shared by every batch entry (batch stride 0).
+    args.a.batch_stride = a_planes.entries == 1 ? 0 : a_planes.batch_stride;
+    args.b.batch_stride = b_planes.entries == 1 ? 0 : b_planes.batch_stride;
+  }
   for (int64_t b0 = 0; b0 < problem.batch; b0 += gk::kMaxGridZ) {
     args.batch_offset = b0;
     const dim3 grid(tiles, static_cast<unsigned>(plan.splits),
                     static_cast<unsigned>(std::min(gk::kMaxGridZ, problem.batch - b0)));
-    if (plan.kind == gk::KernelKind::rs) {
+    if (plan.kind == gk::KernelKind::planar) {
+      gk::launch_planar(b_is_u8, plan.variant.tile_n, grid, args, a_planes, b_planes, cuda_stream);
+    } else if (plan.kind == gk::KernelKind::rs) {
       gk::launch_wgmma_rs(plan.variant.b_is_u8, plan.variant.b_k_contig, grid, args, cuda_stream);
     } else {
       gk::launch_wgmma(plan.variant, grid, args, cuda_stream);

@@ -1,0 +1,66 @@
+// Thin wrappers around the sm_90 bulk-tensor copy (TMA) and the shared-memory mbarriers that
+// order it against its consumers: what the planar GEMM kernel's pipeline is built from. Device
+// code only for sm_90a (the callers guard with __CUDA_ARCH_FEAT_SM90_ALL).
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace flexkit::backend::cuda::gemm_kernels::tma {
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void barrier_init(uint32_t barrier, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(arrivals)
+               : "memory");
+}
+
+// Makes initialised barriers visible to the async proxy (the TMA unit) before first use.
+__device__ __forceinline__ void barrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void arrive(uint32_t barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
+}
+
+// One arrival that also announces `bytes` still to come from bulk copies completing on it.
+__device__ __forceinline__ void arrive_expect_bytes(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes)
+               : "memory");
+}
+
+// Spins until the barrier's phase of the given parity has completed.
+__device__ __forceinline__ void wait(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+__device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// One box of a 4-D tensor map into shared memory at `dst`, completing `bytes` on `barrier`.
+// Elements outside the tensor's extents arrive as zeros (and still count as bytes).
+__device__ __forceinline__ void load_4d(uint32_t dst, const CUtensorMap* map, int32_t c0,
+                                        int32_t c1, int32_t c2, int32_t c3, uint32_t barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(barrier)
+      : "memory");
+}
+
+}  // namespace flexkit::backend::cuda::gemm_kernels::tma
