@@ -416,7 +416,8 @@ TEST(Conv, LargeCasesOnce) {
 // Shapes the CUDA backend runs on the tensor cores (implicit GEMM: batch a multiple of 8, or 16
 // for u8 spikes, filter rows 16-byte aligned, no upscale): channel counts below, at and past the
 // 64-channel stage with partial last stages, 1-3 dims, strides (bprop's strided gather),
-// dilation, padding, tiles cut by the matrix edge, K split across CTAs or not, u8 spikes. On the
+// dilation, padding, tiles cut by the matrix edge, K split across CTAs or not, u8 spikes; batches
+// of 16, 32, 64 and 256 also take the planar fprop and bprop (whole positions per tile). On the
 // CPU the same cases check the lowering once more.
 TEST(Conv, TensorCoreShapesAgainstDirectReference) {
   struct Case {
@@ -433,6 +434,7 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       {3, 8, 8, 8, 5, 3, 1, 1, 1, false},     {3, 16, 8, 16, 6, 3, 1, 2, 1, true},
       {2, 8, 8, 64, 17, 3, 1, 1, 1, false},    // 153 column tiles: no split of K
       {1, 8, 16, 64, 600, 3, 1, 1, 1, false},  // update: a reduction of 38 464 (> one 32 768 chunk)
+      {2, 24, 16, 256, 4, 3, 1, 1, 1, false},  // tiles of 128 batch entries of one position
   };
   int failures = 0, index = 0;
   for (const Case& c : cases) {

@@ -16,6 +16,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/conv/conv_implicit_gemm_kernels.hpp"
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
+#include "backend/cuda/gemm/gemm_planar.hpp"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
 #include "backend/cuda/launch_support.hpp"
 
@@ -213,6 +214,48 @@ bool describe_update(const ConvProblem& p, Setup& s) {
   return true;
 }
 
+// The planar form of fprop and stride-1 bprop (gemm_planar.cuh, kConv): the filter split into
+// planes with one entry per tap, the gathered operand split into channels-last planes, then TMA
+// boxes of 64 channels × n_box batch entries per output position and stage. It needs the
+// gathered operand's positions and n dense (rows (x0, x1, x2, n) one apart), the filter's taps
+// one flat stride apart, and N of 16, 32, 64 or a multiple of 128 (a tile is whole positions).
+struct PlanarConv {
+  gk::OperandView filter, gathered;
+  std::int64_t taps = 1, gathered_rows = 0, channels = 0;
+};
+
+bool describe_planar(ImplicitDirection direction, const ConvProblem& p, const Setup& s,
+                     PlanarConv& out) {
+  if (direction == ImplicitDirection::update || env_is("FLEXKIT_CONV_KERNEL", "lean")) return false;
+  const gk::IntegerGemmArgs& a = s.args;
+  const gk::ConvGather& g = a.gather;
+  if (g.strided_gradient) return false;
+  const std::int64_t n = g.batch;
+  if (!(n == 16 || n == 32 || n == 64 || n % 128 == 0)) return false;
+  if ((g.in[2] > 1 && g.in_stride[2] != n) || (g.in[1] > 1 && g.in_stride[1] != g.in[2] * n) ||
+      (g.in[0] > 1 && g.in_stride[0] != std::int64_t(g.in[1]) * g.in[2] * n))
+    return false;
+  std::int64_t flat = 0, span = 0;
+  for (int d = 2; d >= 0; --d) {
+    if (g.taps[d] == 1) continue;
+    if (span == 0) {
+      flat = g.a_tap_stride[d];
+    } else if (g.a_tap_stride[d] != span) {
+      return false;
+    }
+    span = (span == 0 ? flat : span) * g.taps[d];
+  }
+  const bool fprop = direction == ImplicitDirection::fprop;
+  const Operand& gathered = fprop ? p.x : p.y;
+  out.taps = std::int64_t(g.taps[0]) * g.taps[1] * g.taps[2];
+  out.channels = g.channels;
+  out.gathered_rows = std::int64_t(g.in[0]) * g.in[1] * g.in[2] * n;
+  out.filter = a.a;
+  out.filter.batch_stride = flat;
+  out.gathered = gk::OperandView{gathered.data, 1, g.channel_stride, 0};
+  return out.gathered_rows <= INT32_MAX && out.taps <= INT32_MAX;
+}
+
 }  // namespace
 
 bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem, int device,
@@ -265,6 +308,26 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
   }
   const dim3 grid(static_cast<unsigned>(tiles_m * tiles_n), static_cast<unsigned>(splits),
                   static_cast<unsigned>(setup.taps));
+  PlanarConv planar;
+  if (describe_planar(direction, problem, setup, planar) &&
+      gk::prepare_planar_conv(args.b_is_u8 != 0)) {
+    const bool u8 = args.b_is_u8 != 0;
+    backend::cuda::Scratch a_scratch(
+        device, gk::planar_bytes(args.m, planar.channels,
+                                 planar.filter.batch_stride == 0 ? 1 : planar.taps, 2));
+    backend::cuda::Scratch b_scratch(
+        device, gk::planar_bytes(planar.gathered_rows, planar.channels, 1, u8 ? 1 : 2));
+    const gk::PlanarOperand a_planes = gk::split_into_planes(
+        planar.filter, false, args.m, planar.channels, planar.taps, a_scratch.get(), stream);
+    const gk::PlanarOperand b_planes = gk::split_into_planes(
+        planar.gathered, u8, planar.gathered_rows, planar.channels, 1, b_scratch.get(), stream);
+    args.raw_stages = gk::planar_ring_stages(u8, gk::kWgmmaTileN);
+    if (env_is("FLEXKIT_CONV_LOG", "1"))
+      std::fprintf(stderr, "flexkit conv %s: planar (byte planes, TMA boxes)\n", name);
+    gk::launch_planar_conv(u8, grid, args, a_planes, b_planes, stream);
+    if (splits > 1) gk::launch_finish_splits(args, outputs, device, stream);
+    return true;
+  }
   if (args.b_is_u8) {
     gk::launch_gather_u8(setup.kernel, grid, args, stream);
   } else {
