@@ -416,9 +416,9 @@ TEST(Conv, LargeCasesOnce) {
 // Shapes the CUDA backend runs on the tensor cores (implicit GEMM: batch a multiple of 8, or 16
 // for u8 spikes, filter rows 16-byte aligned, no upscale): channel counts below, at and past the
 // 64-channel stage with partial last stages, 1-3 dims, strides (bprop's strided gather),
-// dilation, padding, tiles cut by the matrix edge, K split across CTAs or not, u8 spikes; batches
-// of 16, 32, 64 and 256 also take the planar fprop and bprop (whole positions per tile). On the
-// CPU the same cases check the lowering once more.
+// dilation, padding, tiles cut by the matrix edge, K split across CTAs or not, u8 spikes; with
+// FLEXKIT_CONV_KERNEL=planar, batches of 16, 32, 64 and 256 take the planar fprop and bprop
+// (whole positions per tile). On the CPU the same cases check the lowering once more.
 TEST(Conv, TensorCoreShapesAgainstDirectReference) {
   struct Case {
     int dims;

@@ -219,6 +219,10 @@ bool describe_update(const ConvProblem& p, Setup& s) {
 // boxes of 64 channels × n_box batch entries per output position and stage. It needs the
 // gathered operand's positions and n dense (rows (x0, x1, x2, n) one apart), the filter's taps
 // one flat stride apart, and N of 16, 32, 64 or a multiple of 128 (a tile is whole positions).
+// Opt-in (FLEXKIT_CONV_KERNEL=planar): measured on the H200 it is no faster than the lean
+// implicit GEMM on the ResNet-shaped layers (3x3 C128 56x56 fprop 153 against 162 TFLOP/s,
+// C256 14x14 127 against 122) — a tile of 18 stages is bound by its own start and end, which
+// planes do not change — and slower on 1x1 layers, where the plane copy adds traffic.
 struct PlanarConv {
   gk::OperandView filter, gathered;
   std::int64_t taps = 1, gathered_rows = 0, channels = 0;
@@ -226,7 +230,8 @@ struct PlanarConv {
 
 bool describe_planar(ImplicitDirection direction, const ConvProblem& p, const Setup& s,
                      PlanarConv& out) {
-  if (direction == ImplicitDirection::update || env_is("FLEXKIT_CONV_KERNEL", "lean")) return false;
+  if (direction == ImplicitDirection::update || !env_is("FLEXKIT_CONV_KERNEL", "planar"))
+    return false;
   const gk::IntegerGemmArgs& a = s.args;
   const gk::ConvGather& g = a.gather;
   if (g.strided_gradient) return false;
