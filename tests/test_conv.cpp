@@ -426,15 +426,27 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
     bool spikes;
   };
   const Case cases[] = {
-      {2, 8, 8, 8, 6, 3, 1, 1, 1, false},     {2, 17, 16, 8, 7, 3, 1, 2, 1, false},
-      {2, 64, 8, 16, 5, 3, 1, 1, 2, true},    {2, 72, 136, 16, 6, 3, 0, 1, 1, false},
-      {2, 130, 16, 8, 4, 3, 1, 1, 1, false},  {2, 8, 16, 64, 9, 5, 2, 2, 1, false},
-      {2, 16, 24, 32, 8, 1, 0, 1, 1, true},   {2, 24, 8, 16, 11, 7, 3, 2, 1, false},
-      {1, 64, 64, 16, 40, 5, 2, 1, 1, false}, {1, 17, 8, 8, 30, 3, 1, 2, 2, true},
-      {3, 8, 8, 8, 5, 3, 1, 1, 1, false},     {3, 16, 8, 16, 6, 3, 1, 2, 1, true},
+      {2, 8, 8, 8, 6, 3, 1, 1, 1, false},
+      {2, 17, 16, 8, 7, 3, 1, 2, 1, false},
+      {2, 64, 8, 16, 5, 3, 1, 1, 2, true},
+      {2, 72, 136, 16, 6, 3, 0, 1, 1, false},
+      {2, 130, 16, 8, 4, 3, 1, 1, 1, false},
+      {2, 8, 16, 64, 9, 5, 2, 2, 1, false},
+      {2, 16, 24, 32, 8, 1, 0, 1, 1, true},
+      {2, 24, 8, 16, 11, 7, 3, 2, 1, false},
+      {1, 64, 64, 16, 40, 5, 2, 1, 1, false},
+      {1, 17, 8, 8, 30, 3, 1, 2, 2, true},
+      {3, 8, 8, 8, 5, 3, 1, 1, 1, false},
+      {3, 16, 8, 16, 6, 3, 1, 2, 1, true},
       {2, 8, 8, 64, 17, 3, 1, 1, 1, false},    // 153 column tiles: no split of K
       {1, 8, 16, 64, 600, 3, 1, 1, 1, false},  // update: a reduction of 38 464 (> one 32 768 chunk)
       {2, 24, 16, 256, 4, 3, 1, 1, 1, false},  // tiles of 128 batch entries of one position
+      // 1×1 layers of at most four 64-channel stages (the shallow persistent kernel): three
+      // column tiles per CTA and a last tile row of 44 rows (fprop), four stages and a single
+      // tile row of 72 (fprop) with two tile rows in bprop, u8 spikes over four partial stages.
+      {2, 40, 300, 16, 32, 1, 0, 1, 1, false},
+      {2, 256, 72, 8, 12, 1, 0, 1, 1, false},
+      {2, 200, 136, 16, 10, 1, 0, 1, 1, true},
   };
   int failures = 0, index = 0;
   for (const Case& c : cases) {

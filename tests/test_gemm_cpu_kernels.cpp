@@ -485,3 +485,80 @@ TEST(GemmCpuKernels, BranchFreeRoundingMatchesTheExactRule) {
   }
   EXPECT_GT(checked, 200000);
 }
+
+// The shallow kernels' 32-bit rounding from the three byte products (and from an int32
+// accumulator) against the same independent rule on the recombined int64 accumulator: ties and
+// their neighbours at every shift, the byte products' extremes, and random decompositions.
+TEST(GemmCpuKernels, ThirtyTwoBitRoundingMatchesTheExactRule) {
+  std::mt19937_64 rng(7);
+  auto reference = [](std::int64_t acc, int s) {  // unclamped RNE(acc / 2^s)
+    const std::int64_t unit = std::int64_t{1} << s;
+    std::int64_t q = acc / unit, rem = acc % unit;
+    if (rem < 0) rem += unit, q -= 1;
+    if (2 * rem > unit || (2 * rem == unit && (q & 1))) q += 1;
+    return q;
+  };
+  // The bounds the kernels guarantee: ≤ 256 products of bytes.
+  const std::int32_t hh_max = 256 * 128 * 128, mid_max = 256 * 2 * 128 * 255,
+                     ll_max = 256 * 255 * 255;
+  int checked = 0;
+  for (int s = 16; s <= 31; ++s) {
+    // Targets: ties q·2^s + 2^(s−1) ± 1 and exact multiples, then a decomposition of each.
+    std::vector<std::int64_t> targets;
+    for (std::int64_t q :
+         {0LL, 1LL, -1LL, 2LL, -2LL, 32767LL, -32768LL, 32768LL, -32769LL, 12345LL, -9876LL})
+      for (std::int64_t d : {-1LL, 0LL, 1LL}) {
+        targets.push_back(q * (std::int64_t{1} << s) + (std::int64_t{1} << (s - 1)) + d);
+        targets.push_back(q * (std::int64_t{1} << s) + d);
+      }
+    for (std::int64_t t : targets) {
+      for (int rep = 0; rep < 8; ++rep) {
+        // hh near t / 65536, the rest split between mid (either sign) and ll ≥ 0.
+        const std::int64_t hh = (t >> 16) - static_cast<std::int64_t>(rng() % 64);
+        const std::int64_t rest = t - 65536 * hh;  // in [0, 2^22 + 2^16)
+        const std::int64_t mid = (rest >> 8) - static_cast<std::int64_t>(rng() % 256);
+        const std::int64_t ll = rest - 256 * mid;
+        if (hh < -hh_max || hh > hh_max) break;  // beyond what 256 products reach
+        ASSERT_TRUE(ll >= 0 && ll <= ll_max && mid >= -mid_max && mid <= mid_max);
+        const std::int32_t got = portable::gemm_round_byte_products(
+            static_cast<std::int32_t>(hh), static_cast<std::int32_t>(mid),
+            static_cast<std::int32_t>(ll), s);
+        ASSERT_EQ(got, reference(t, s)) << "acc " << t << " s " << s;
+        ++checked;
+      }
+    }
+    for (int i = 0; i < 20000; ++i) {
+      const auto pick = [&](std::int64_t lo, std::int64_t hi) {
+        return lo + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
+      };
+      std::int64_t hh = pick(-hh_max, hh_max), mid = pick(-mid_max, mid_max), ll = pick(0, ll_max);
+      if (i % 4 == 0) hh = i % 8 == 0 ? hh_max : -hh_max;  // the extremes
+      if (i % 6 == 0) mid = i % 12 == 0 ? mid_max : -mid_max;
+      if (i % 10 == 0) ll = ll_max;
+      const std::int64_t acc = 65536 * hh + 256 * mid + ll;
+      ASSERT_EQ(portable::gemm_round_byte_products(static_cast<std::int32_t>(hh),
+                                                   static_cast<std::int32_t>(mid),
+                                                   static_cast<std::int32_t>(ll), s),
+                reference(acc, s))
+          << "hh " << hh << " mid " << mid << " ll " << ll << " s " << s;
+      ++checked;
+    }
+  }
+  for (int s = 1; s <= 31; ++s) {
+    std::vector<std::int64_t> values = {INT32_MAX, INT32_MIN + 1, 0, 1, -1};
+    for (std::int64_t q : {0LL, 1LL, -1LL, 32767LL, -32768LL, 40000LL})
+      for (std::int64_t d : {-1LL, 0LL, 1LL}) {
+        const std::int64_t v = q * (std::int64_t{1} << s) + (std::int64_t{1} << (s - 1)) + d;
+        if (v > INT32_MIN && v < INT32_MAX) values.push_back(v);
+      }
+    for (int i = 0; i < 5000; ++i)
+      values.push_back(static_cast<std::int32_t>(static_cast<std::uint32_t>(rng())));
+    for (std::int64_t acc : values) {
+      if (acc < -2139095040LL || acc > 2139095040LL) continue;  // ≤ 256 · 32768 · 255
+      ASSERT_EQ(portable::gemm_round_int32(static_cast<std::int32_t>(acc), s), reference(acc, s))
+          << "acc " << acc << " s " << s;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 300000);
+}

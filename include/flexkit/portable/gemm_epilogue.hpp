@@ -81,6 +81,46 @@ FLEXKIT_HD Flex16Code gemm_round_shift_right(int64_t acc, int32_t s) {
   return {static_cast<int16_t>(m), m != q};
 }
 
+// The same rounding in 32-bit arithmetic, unclamped, for products of at most 256 terms (the
+// shallow kernels: one to four 64-deep stages). The int16 × int16 accumulator arrives as its
+// three byte products, acc = 65536·hh + 256·mid + ll with |hh| < 2^23, |mid| < 2^25 and
+// 0 ≤ ll < 2^25 (so |acc| < 2^40), and 16 ≤ s ≤ 31. Half a unit is added first, into ll, so that
+// floor((acc + 2^(s−1)) / 2^s) rounds half up; a tie (acc + 2^(s−1) a multiple of 2^s) then
+// clears bit 0, which picks the even neighbour. The result q = RNE(acc / 2^s) satisfies
+// |q| < 2^24; the caller saturates it (or stores its low 16 bits when no q of the tile leaves
+// the int16 range). Eight integer instructions on the device.
+FLEXKIT_HD uint32_t gemm_byte_perm(uint32_t a, uint32_t b, uint32_t selector) {
+#if FLEXKIT_DEVICE_PASS
+  return __byte_perm(a, b, selector);
+#else
+  const uint64_t bytes = (uint64_t(b) << 32) | a;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i)
+    r |= uint32_t((bytes >> (8 * ((selector >> (4 * i)) & 7))) & 255u) << (8 * i);
+  return r;
+#endif
+}
+FLEXKIT_HD int32_t gemm_round_byte_products(int32_t hh, int32_t mid, int32_t ll, int32_t s) {
+  // acc + 2^(s−1) = 65536·(hh + (mid >> 8)) + w with 0 ≤ w = 256·(mid mod 256) + ll + 2^(s−1)
+  // < 2^31.
+  const uint32_t w = gemm_byte_perm(static_cast<uint32_t>(mid), 0u, 0x4404u) +
+                     static_cast<uint32_t>(ll) + (uint32_t(1) << (s - 1));
+  const int32_t high = hh + (mid >> 8) + static_cast<int32_t>(w >> 16);
+  const int32_t q = high >> (s - 16);
+  // (acc + 2^(s−1)) mod 2^32: the low half of high above the low half of w.
+  const uint32_t low = gemm_byte_perm(w, static_cast<uint32_t>(high), 0x5410u);
+  return (low & ((uint32_t(1) << s) - 1u)) == 0 ? (q & ~int32_t(1)) : q;
+}
+
+// The same for an accumulator that fits in int32 (int16 × u8 products of at most 256 terms:
+// |acc| ≤ 256 · 32768 · 255 < 2^31), 1 ≤ s ≤ 31, unclamped.
+FLEXKIT_HD int32_t gemm_round_int32(int32_t acc, int32_t s) {
+  const int32_t q0 = acc >> s;
+  const uint32_t rem = static_cast<uint32_t>(acc) & ((uint32_t(1) << s) - 1u);
+  return q0 + static_cast<int32_t>(
+                  (rem + ((uint32_t(1) << (s - 1)) - 1u) + (static_cast<uint32_t>(q0) & 1u)) >> s);
+}
+
 // The output value before the final rounding, in double (the double path above).
 FLEXKIT_HD double gemm_value(const GemmEpilogue& e, int64_t acc, double old) {
   double r = gemm_mul_rn(e.alpha, gemm_mul_rn(static_cast<double>(acc), e.acc_unit));

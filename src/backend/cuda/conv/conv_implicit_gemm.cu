@@ -37,14 +37,19 @@ bool env_is(const char* name, std::string_view value) {
 
 // Each kernel's shared-memory limit is raised once per device; false where the device or the
 // loaded image cannot run sm_90a code.
-bool prepared(int device, bool b_is_u8, gk::ImplicitKernel kernel) {
+// `shallow`: the persistent kernel for K of at most four stages (gemm_shallow.cuh).
+bool prepared(int device, bool b_is_u8, gk::ImplicitKernel kernel, bool shallow = false) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, bool, gk::ImplicitKernel>, bool> known;
+  static std::map<std::tuple<int, bool, gk::ImplicitKernel, bool>, bool> known;
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(device, b_is_u8, kernel);
+  const auto key = std::make_tuple(device, b_is_u8, kernel, shallow);
   if (auto it = known.find(key); it != known.end()) return it->second;
   bool ok = gk::device_is_sm90(device);
-  if (ok) ok = b_is_u8 ? gk::prepare_gather_u8(kernel) : gk::prepare_gather_s16(kernel);
+  if (ok && shallow) {
+    ok = gk::prepare_shallow(kernel, b_is_u8);
+  } else if (ok) {
+    ok = b_is_u8 ? gk::prepare_gather_u8(kernel) : gk::prepare_gather_s16(kernel);
+  }
   known.emplace(key, ok);
   return ok;
 }
@@ -261,6 +266,26 @@ bool describe_planar(ImplicitDirection direction, const ConvProblem& p, const Se
   return out.gathered_rows <= INT32_MAX && out.taps <= INT32_MAX;
 }
 
+// Whether the shallow persistent kernel takes a described fprop or bprop: K of at most four
+// 64-deep stages (1×1 layers with up to 256 reduced channels), a flex16 output written with the
+// pure integer epilogue (no f32 output, no measuring pass, no beta), the shift its 32-bit
+// rounding covers, and column pairs it can store as one word. FLEXKIT_CONV_KERNEL=lean keeps
+// the one-tile-per-CTA kernel.
+bool shallow_fits(const Setup& s) {
+  const gk::IntegerGemmArgs& a = s.args;
+  if (s.kernel == gk::ImplicitKernel::update || env_is("FLEXKIT_CONV_KERNEL", "lean") ||
+      env_is("FLEXKIT_CONV_KERNEL", "planar"))
+    return false;
+  if (a.k / gk::kWgmmaStageK > gk::shallow_max_stages() || a.out_is_f32 || a.measure ||
+      !a.epilogue.integer_only)
+    return false;
+  const int lowest_scale = a.b_is_u8 ? 1 : 16;
+  if (a.epilogue.scale < lowest_scale || a.epilogue.scale > 31) return false;
+  return a.c.col_stride == 1 && a.c.row_stride % 2 == 0 && a.n % 2 == 0 &&
+         reinterpret_cast<std::uintptr_t>(a.c.data) % 4 == 0 &&
+         ceil_div(a.n, gk::kWgmmaTileN) <= INT32_MAX && a.m <= INT32_MAX;
+}
+
 }  // namespace
 
 bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem, int device,
@@ -283,8 +308,28 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
   const std::int64_t tiles_m = ceil_div(args.m, gk::kWgmmaTileM);
   const std::int64_t tiles_n = ceil_div(args.n, gk::kWgmmaTileN);
   if (tiles_m * tiles_n > INT32_MAX) return false;
-  // K divided as the GEMM divides it.
   const int sms = backend::cuda::multiprocessors(device);
+  if (shallow_fits(setup) && prepared(device, args.b_is_u8 != 0, setup.kernel, true)) {
+    // Each CTA owns one tile row and every ctas_per_row-th column tile of it: as many CTAs as
+    // there are multiprocessors (a row of tiles per CTA when the rows alone exceed them).
+    const std::int64_t ctas_per_row = std::max<std::int64_t>(1, std::min(tiles_n, sms / tiles_m));
+    args.splits = 1;
+    args.k_chunk = args.k;
+    args.tiles_m = static_cast<int32_t>(tiles_m);
+    args.tiles_n = static_cast<int32_t>(tiles_n);
+    args.stats = device_stats;
+    if (env_is("FLEXKIT_CONV_LOG", "1"))
+      std::fprintf(stderr,
+                   "flexkit conv %s: shallow persistent implicit GEMM (m %lld n %lld k %lld, B %s, "
+                   "%lld CTAs)\n",
+                   name, static_cast<long long>(args.m), static_cast<long long>(args.n),
+                   static_cast<long long>(args.k), args.b_is_u8 ? "u8" : "flex16",
+                   static_cast<long long>(tiles_m * ctas_per_row));
+    gk::launch_shallow(setup.kernel, args.b_is_u8 != 0,
+                       dim3(static_cast<unsigned>(tiles_m * ctas_per_row)), args, stream);
+    return true;
+  }
+  // K divided as the GEMM divides it.
   const std::int64_t ctas = tiles_m * tiles_n * setup.taps;
   const gk::WgmmaKSplit split = gk::wgmma_k_split(args.k, ctas, sms);
   const std::int64_t splits = split.splits;

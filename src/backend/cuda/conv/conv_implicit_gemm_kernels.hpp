@@ -20,4 +20,12 @@ bool prepare_gather_u8(ImplicitKernel kernel);
 void launch_gather_u8(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
                       cudaStream_t stream);
 
+// The shallow persistent kernel (gemm_shallow.cuh) for K of at most shallow_max_stages() stages:
+// fprop and bprop of flex16 activations, fprop of u8 spikes. grid.x is a multiple of
+// args.tiles_m (each CTA walks one tile row's columns).
+bool prepare_shallow(ImplicitKernel kernel, bool b_is_u8);
+void launch_shallow(ImplicitKernel kernel, bool b_is_u8, dim3 grid, const IntegerGemmArgs& args,
+                    cudaStream_t stream);
+int shallow_max_stages();
+
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -753,16 +753,28 @@ struct GatherCopy {
   uint32_t dst0;        // its slot offset
   bool column_ok;       // the chunk lies inside the GEMM's columns
 
+  // This thread's chunk of column tile col0: its first column.
+  static __device__ __forceinline__ int64_t chunk_column(int64_t col0) {
+    const int chunk = kS16 ? (threadIdx.x & 15) : (threadIdx.x & 7);
+    return col0 + int64_t(kChunkElements) * chunk;
+  }
+
   __device__ __forceinline__ void init(const ConvGather& g, int64_t col0, int64_t columns) {
+    const int64_t col = chunk_column(col0);
+    int64_t o[3], n0;
+    split_column(g, col, o, n0);
+    init_at(g, col, o, n0, columns);
+  }
+
+  // The same from the column's decoded position (o, n0), e.g. carried from an earlier tile.
+  __device__ __forceinline__ void init_at(const ConvGather& g, int64_t col, const int64_t (&o)[3],
+                                          int64_t n0, int64_t columns) {
     const int t = threadIdx.x;
     const int chunk = kS16 ? (t & 15) : (t & 7);
     k_first = kS16 ? t >> 4 : t >> 3;
     dst0 = kS16 ? raw_rowcontig_offset(k_first, chunk, 256)
                 : raw_u8_rowcontig_offset<kWgmmaTileN>(k_first, chunk);
-    const int64_t col = col0 + int64_t(kChunkElements) * chunk;
     column_ok = col < columns;
-    int64_t o[3], n0;
-    split_column(g, col, o, n0);
 #pragma unroll
     for (int d = 0; d < 3; ++d) x0[d] = static_cast<int32_t>(o[d] * g.out_step[d] + g.base[d]);
     base_offset = n0 + int64_t(k_first) * g.channel_stride;

@@ -53,9 +53,10 @@ __device__ __forceinline__ void pin_registers(uint32_t (&d)[kCount]) {
 
 // D(64×128, s32) += A(64×32, from desc_a) · B(32×128, from desc_b), operand signedness in the
 // name (A first). Accumulator i of a thread holds row 16·warp + lane/4 + 8·((i/2)%2) and column
-// 8·(i/4) + 2·(lane%4) + i%2 of the warpgroup's 64×128 tile.
+// 8·(i/4) + 2·(lane%4) + i%2 of the warpgroup's 64×128 tile. accumulate = 0: D = A · B (the
+// old accumulators are ignored, so a new tile needs no zeroing pass).
 __device__ __forceinline__ void wgmma_m64n128k32_s8s8(uint32_t (&d)[64], uint64_t desc_a,
-                                                      uint64_t desc_b) {
+                                                      uint64_t desc_b, uint32_t accumulate = 1) {
   asm volatile(
       "{\n"
       ".reg .pred accumulate;\n"
@@ -77,11 +78,11 @@ __device__ __forceinline__ void wgmma_m64n128k32_s8s8(uint32_t (&d)[64], uint64_
         "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
         "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]),
         "+r"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(1));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 __device__ __forceinline__ void wgmma_m64n128k32_s8u8(uint32_t (&d)[64], uint64_t desc_a,
-                                                      uint64_t desc_b) {
+                                                      uint64_t desc_b, uint32_t accumulate = 1) {
   asm volatile(
       "{\n"
       ".reg .pred accumulate;\n"
@@ -103,11 +104,11 @@ __device__ __forceinline__ void wgmma_m64n128k32_s8u8(uint32_t (&d)[64], uint64_
         "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
         "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]),
         "+r"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(1));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 __device__ __forceinline__ void wgmma_m64n128k32_u8s8(uint32_t (&d)[64], uint64_t desc_a,
-                                                      uint64_t desc_b) {
+                                                      uint64_t desc_b, uint32_t accumulate = 1) {
   asm volatile(
       "{\n"
       ".reg .pred accumulate;\n"
@@ -129,11 +130,11 @@ __device__ __forceinline__ void wgmma_m64n128k32_u8s8(uint32_t (&d)[64], uint64_
         "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
         "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]),
         "+r"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(1));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 __device__ __forceinline__ void wgmma_m64n128k32_u8u8(uint32_t (&d)[64], uint64_t desc_a,
-                                                      uint64_t desc_b) {
+                                                      uint64_t desc_b, uint32_t accumulate = 1) {
   asm volatile(
       "{\n"
       ".reg .pred accumulate;\n"
@@ -155,7 +156,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_u8u8(uint32_t (&d)[64], uint64_
         "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
         "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]),
         "+r"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(1));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 // m64n192k32 (96 accumulators per thread), for a u8 B with the wider N tile (FLEXKIT_GEMM_TILE_N

@@ -1,0 +1,414 @@
+// The shallow exact GEMM kernel (sm_90a): implicit-GEMM convolutions whose whole K is one to
+// four 64-deep stages, i.e. 1×1 layers with at most 256 input channels (fprop) or output
+// channels (bprop). Such a layer is a stream of output tiles with almost no arithmetic each:
+// bound by memory traffic, and by the epilogue's instructions once the traffic is overlapped.
+//
+// The lean kernel (gemm_wgmma.cuh) runs one tile per CTA and, with 255 registers per thread, one
+// CTA per multiprocessor: every tile pays the load latency, its split and its epilogue one after
+// the other (measured: 0.1 of the copy rate on 1×1 C64 K256 56×56). This kernel is persistent:
+// - each CTA owns one row of tiles (tile_m fixed) and walks its columns; A's stages are loaded
+//   and split into byte planes once, in place, and stay resident;
+// - the stages of B (gathered activations) stream through one raw cp.async ring across tile
+//   boundaries, so the loads of the next tiles are in flight while a tile's epilogue runs;
+// - a tile's first wgmma overwrites the accumulators (no zeroing pass);
+// - the epilogue works in 32-bit arithmetic (gemm_round_byte_products / gemm_round_int32: at
+//   most 256 products), stores the low 16 bits of each rounded value and keeps its maximum and
+//   minimum; only a tile that holds a value outside the int16 range is stored again, saturated
+//   and counted. Statistics are committed once per CTA.
+// The loop per B stage g (stage si of its tile): wgmmas of stage g (plane slot g % 3) with A's
+// resident stage si; copies of stage g + R into raw slot g % R; split of stage g + 1 into plane
+// slot (g + 1) % 3; at the tile's last stage, wait for the wgmmas and run the epilogue; wait until
+// stage g + 2 has landed; barrier — the lean kernel's ring, without A.
+#pragma once
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/gemm/gemm_wgmma.cuh"
+
+namespace flexkit::backend::cuda::gemm_kernels {
+namespace wgmma_detail {
+
+inline constexpr int kShallowMaxStages = 4;
+inline constexpr int kShallowAStageBytes = 2 * kPlaneBytes;  // raw int16 stage = its two planes
+static_assert(kShallowAStageBytes == kRawS16Bytes, "A's stages are split in place");
+
+__host__ __device__ constexpr int shallow_raw_slots(bool b_is_u8) {
+  return b_is_u8 ? 8 : 5;
+}
+// The store staging: each warp's 16 rows × 64 columns (half the tile's width) of int16 at a
+// pitch of 144 bytes, so that the accumulator layout's word writes (8 rows × 4 lanes) hit 32
+// different banks; read back 16 bytes per lane and stored 4 rows × 128 bytes per warp
+// instruction (whole 32-byte sectors instead of halves of them).
+inline constexpr int kShallowStagePitch = 144;
+inline constexpr int kShallowStageBytes = (kWgmmaThreads / 32) * 16 * kShallowStagePitch;
+__host__ __device__ constexpr int shallow_b_raw_bytes(bool b_is_u8) {
+  return (b_is_u8 ? 1 : 2) * kWgmmaTileN * kWgmmaStageK;
+}
+__host__ __device__ constexpr int shallow_b_plane_bytes(bool b_is_u8) {
+  return (b_is_u8 ? 1 : 2) * kPlaneBytes;
+}
+__host__ __device__ constexpr int shallow_smem_bytes(bool b_is_u8) {
+  return kShallowMaxStages * kShallowAStageBytes +
+         shallow_raw_slots(b_is_u8) * shallow_b_raw_bytes(b_is_u8) +
+         kDeepPlaneSlots * shallow_b_plane_bytes(b_is_u8) + kShallowStageBytes + kAlignSlack;
+}
+static_assert(shallow_smem_bytes(false) <= kSmemLimit && shallow_smem_bytes(true) <= kSmemLimit,
+              "over the sm_90 shared-memory limit per block");
+
+// A column (position o over `out`, batch entry n) moved by a fixed step of columns with carries
+// instead of divisions: the step is decoded once (dn < batch, d2 < out[2], d1 < out[1], d0).
+struct ColumnCursor {
+  int64_t col;
+  int32_t o[3], n;
+  int32_t dn, d[3];  // the step, decoded (the same in every thread)
+  int64_t step;
+
+  __device__ __forceinline__ void init(const ConvGather& g, int64_t first, int64_t step_) {
+    col = first;
+    step = step_;
+    int64_t o64[3], n64;
+    split_column(g, first, o64, n64);
+    n = static_cast<int32_t>(n64);
+    for (int k = 0; k < 3; ++k) o[k] = static_cast<int32_t>(o64[k]);
+    split_column(g, step, o64, n64);
+    dn = static_cast<int32_t>(n64);
+    for (int k = 0; k < 3; ++k) d[k] = static_cast<int32_t>(o64[k]);
+  }
+  __device__ __forceinline__ void advance(const ConvGather& g) {
+    col += step;
+    n += dn;
+    int carry = n >= g.batch;
+    n -= carry ? g.batch : 0;
+    o[2] += d[2] + carry;
+    carry = o[2] >= g.out[2];
+    o[2] -= carry ? g.out[2] : 0;
+    o[1] += d[1] + carry;
+    carry = o[1] >= g.out[1];
+    o[1] -= carry ? g.out[1] : 0;
+    o[0] += d[0] + carry;  // past the last position only where col ≥ columns (never read)
+  }
+  __device__ __forceinline__ void position(int64_t (&o64)[3], int64_t& n64) const {
+    for (int k = 0; k < 3; ++k) o64[k] = o[k];
+    n64 = n;
+  }
+};
+
+// p.k = 64 · stages (taps · channel blocks ≤ kShallowMaxStages); p.tiles_m divides gridDim.x:
+// CTA b owns tile row b % tiles_m and columns b / tiles_m, + gridDim.x / tiles_m, …
+// The host sends only flex16 outputs with alpha 1, beta 0 and no K split, a unit column stride
+// and 4-byte aligned column pairs, and shifts 16 ≤ scale ≤ 31 (int16 B) or 1 ≤ scale ≤ 31 (u8 B).
+template <bool kBIsU8, bool kAKContig>
+__global__ void __launch_bounds__(kWgmmaThreads, 1)
+    gemm_shallow_kernel(const __grid_constant__ IntegerGemmArgs p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
+  using Splitter = LeanSplitter<kBIsU8, kAKContig, false, kWgmmaTileN>;
+  constexpr int kSlots = shallow_raw_slots(kBIsU8);
+  constexpr uint32_t kBRawBytes = shallow_b_raw_bytes(kBIsU8);
+  constexpr uint32_t kBPlaneBytes = shallow_b_plane_bytes(kBIsU8);
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t smem_address = raw_address + ((1024u - (raw_address & 1023u)) & 1023u);
+  const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
+  const uint32_t b_raw = a_region + kShallowMaxStages * kShallowAStageBytes;
+  const uint32_t b_planes = b_raw + kSlots * kBRawBytes;
+  const uint32_t staging =
+      b_planes + kDeepPlaneSlots * kBPlaneBytes + (threadIdx.x >> 5) * 16 * kShallowStagePitch;
+
+  const ConvGather& g = p.gather;
+  const int stages = static_cast<int>(p.k / kWgmmaStageK);
+  const int tiles_m = p.tiles_m;
+  const int tile_m = static_cast<int>(blockIdx.x) % tiles_m;
+  const int ctas_per_row = static_cast<int>(gridDim.x) / tiles_m;
+  const int first_n = static_cast<int>(blockIdx.x) / tiles_m;
+  if (first_n >= p.tiles_n) return;
+  const int tile_count = (p.tiles_n - first_n + ctas_per_row - 1) / ctas_per_row;
+  const int total = tile_count * stages;
+  const int64_t row0 = int64_t(tile_m) * kWgmmaTileM;
+  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
+
+  // A: every stage of the tile row, copied raw into its stage of the A region.
+  {
+    const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + row0 * p.a.row_stride;
+    const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
+    TapWalk walk;
+    walk.init(g, 0);
+    for (int s = 0; s < stages; ++s) {
+      copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes, a_tile + walk.a_offset,
+                                         a_ld, rows_a, walk.channels(g));
+      walk.advance(g);
+    }
+    cp_async_commit();
+  }
+
+  // B: one cursor over the CTA's stages in issue order (tile by tile), R stages ahead of the
+  // wgmmas. The thread's column is decoded into (position, n) once per CTA and carried from tile
+  // to tile (ctas_per_row · 128 columns further each time) without dividing.
+  GatherCopy<BElement> gather;
+  TapWalk walk;
+  ColumnCursor cursor;
+  cursor.init(g, GatherCopy<BElement>::chunk_column(int64_t(first_n) * kWgmmaTileN),
+              int64_t(ctas_per_row) * kWgmmaTileN);
+  int issue_stage = 0;
+  const BElement* const b_data = static_cast<const BElement*>(p.b.data);
+  // Stage `next` of the CTA into raw slot `slot` (next < total: a copy; beyond: an empty group).
+  auto issue_next = [&](int next, uint32_t slot) {
+    if (next < total) {
+      if (issue_stage == 0) {
+        int64_t o64[3], n64;
+        cursor.position(o64, n64);
+        gather.init_at(g, cursor.col, o64, n64, p.n);
+        cursor.advance(g);
+        walk.init(g, 0);
+      }
+      gather.issue(b_raw + slot, b_data, g, walk, walk.channels(g));
+      walk.advance(g);
+      if (++issue_stage == stages) issue_stage = 0;
+    }
+    cp_async_commit();  // one group per slot, empty ones past the end
+  };
+  for (int i = 0; i < kSlots; ++i) issue_next(i, uint32_t(i) * kBRawBytes);
+
+  Splitter splitter;
+  splitter.init();
+  using SplitRegs = typename Splitter::Regs;
+  auto load_b = [&](uint32_t raw, SplitRegs& r) {
+    if constexpr (kBIsU8) {
+      splitter.b.template load<kWgmmaTileN>(raw, r.b);
+    } else {
+      splitter.b.load(raw, r.b);
+    }
+  };
+
+  // A's group and B's stage 0 have landed: split A in place (every thread's raw reads of a stage
+  // before anyone's plane writes), then B's stage 0 into plane slot 0.
+  cp_async_wait<kSlots - 1>();
+  __syncthreads();
+  for (int s = 0; s < stages; ++s) {
+    SplitRegs r;
+    const uint32_t stage_address = a_region + s * kShallowAStageBytes;
+    splitter.load_a(stage_address, r);
+    __syncthreads();
+    splitter.a.store(r.a, stage_address);
+  }
+  {
+    SplitRegs r;
+    load_b(b_raw, r);
+    splitter.b.store(r.b, b_planes);
+  }
+  cp_async_wait<kSlots - 2>();
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+
+  // Descriptors (low words; the high word is the same for all), advanced by byte offset >> 4.
+  const int warpgroup = threadIdx.x >> 7;
+  const uint64_t desc0 = wgmma::descriptor(smem_address);
+  const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
+  const uint32_t desc_lo = static_cast<uint32_t>(desc0);
+  const uint32_t d_a =
+      desc_lo + ((a_region - smem_address + warpgroup * 64 * wgmma::kRowBytes) >> 4);
+  const uint32_t d_b = desc_lo + ((b_planes - smem_address) >> 4);
+  auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
+  // A warpgroup whose 64 rows all lie past the matrix (m ≤ 64) issues no wgmma and no epilogue.
+  const bool active = warpgroup == 0 || rows_a > 64;
+
+  const int warp_in_group = (threadIdx.x >> 5) & 3;
+  const int lane = threadIdx.x & 31;
+  const int row = 64 * warpgroup + 16 * warp_in_group + (lane >> 2);
+  const bool row_ok0 = row < rows_a, row_ok1 = row + 8 < rows_a;
+  const int64_t rs = p.c.row_stride;
+  int16_t* const out_warp = static_cast<int16_t*>(p.c.data) + (row0 + row - (lane >> 2)) * rs;
+  // 16-byte stores need 16-byte aligned rows.
+  const bool staged = rs % 8 == 0 && reinterpret_cast<uintptr_t>(p.c.data) % 16 == 0;
+  const int32_t scale = p.epilogue.scale;
+  int32_t cta_max = 0, cta_min = 0;  // unclamped rounded values of every tile so far
+  uint32_t saturated = 0;            // < 64 per thread and tile
+
+  // Every tile's first wgmma overwrites these; zeroed once so that nothing reads them unset.
+  uint32_t acc_hi[64], acc_mid[kBIsU8 ? 1 : 64], acc_lo[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc_hi[i] = acc_lo[i] = 0;
+  if constexpr (!kBIsU8) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
+  }
+  auto rounded = [&](int i) {
+    if constexpr (kBIsU8) {
+      return portable::gemm_round_int32(static_cast<int32_t>(acc_hi[i] * 256u + acc_lo[i]), scale);
+    } else {
+      return portable::gemm_round_byte_products(static_cast<int32_t>(acc_hi[i]),
+                                                static_cast<int32_t>(acc_mid[i]),
+                                                static_cast<int32_t>(acc_lo[i]), scale);
+    }
+  };
+
+  // Ring positions as byte offsets: raw_issue holds stage + R (= stage % R), the raw slot after
+  // it stage + 1; plane_mma holds stage (stage % 3), the plane slot after it stage + 1.
+  uint32_t raw_issue = 0, plane_mma = 0;
+  int si = 0, tile = 0;
+#pragma unroll 1
+  for (int stage = 0; stage < total; ++stage) {
+    // Every warpgroup issues the wgmmas (a branch around them makes ptxas serialise them); one
+    // whose rows all lie past the matrix only skips its epilogue.
+    {
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
+        const uint32_t a_step = (si * kShallowAStageBytes + 32 * ks) >> 4;
+        const uint32_t b_step = (plane_mma + 32 * ks) >> 4;
+        const uint64_t a_hi = desc(d_a + a_step);
+        const uint64_t a_lo = desc(d_a + a_step + (kPlaneBytes >> 4));
+        const uint64_t b_hi = desc(d_b + b_step);
+        const uint32_t keep = si != 0 || ks != 0;  // a tile's first product overwrites
+        if constexpr (kBIsU8) {
+          wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi, keep);
+          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi, keep);
+        } else {
+          const uint64_t b_lo = desc(d_b + b_step + (kPlaneBytes >> 4));
+          wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi, keep);
+          wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo, keep);
+          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo, keep);
+          wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+        }
+      }
+      wgmma::commit_group();
+    }
+    issue_next(stage + kSlots, raw_issue);
+    const uint32_t raw_split =
+        raw_issue + kBRawBytes == kSlots * kBRawBytes ? 0u : raw_issue + kBRawBytes;
+    const uint32_t plane_split =
+        plane_mma + kBPlaneBytes == kDeepPlaneSlots * kBPlaneBytes ? 0u : plane_mma + kBPlaneBytes;
+    // Stage + 1 (stale past the end: never read). Read after the copy issue, whose tile changes
+    // (the column decode) would otherwise run with these 16 registers live beside 192
+    // accumulators.
+    {
+      SplitRegs split_regs;
+      load_b(b_raw + raw_split, split_regs);
+      splitter.b.store(split_regs.b, b_planes + plane_split);
+    }
+    raw_issue = raw_split;
+    plane_mma = plane_split;
+
+    if (si + 1 == stages) {
+      wgmma::wait_group<0>();
+      wgmma::pin_registers(acc_hi);
+      if constexpr (!kBIsU8) wgmma::pin_registers(acc_mid);
+      wgmma::pin_registers(acc_lo);
+      if (active) {
+        const int64_t col0 = int64_t(first_n + tile * ctas_per_row) * kWgmmaTileN;
+        const int64_t cols_left = p.n - col0;
+        const int cols = static_cast<int>(cols_left < kWgmmaTileN ? cols_left : kWgmmaTileN);
+        int16_t* const out0 = out_warp + (lane >> 2) * rs + 2 * (lane & 3) + col0;
+        int32_t tile_max = 0, tile_min = 0;
+        // Accumulators 4j + 2r and 4j + 2r + 1: row + 8r, columns 8j + 2·(lane % 4) + {0, 1}.
+        auto store_pair = [&](int j, int r) {
+          const int32_t q0 = rounded(4 * j + 2 * r), q1 = rounded(4 * j + 2 * r + 1);
+          tile_max = __vimax3_s32(tile_max, q0, q1);
+          tile_min = __vimin3_s32(tile_min, q0, q1);
+          *reinterpret_cast<uint32_t*>(out0 + 8 * r * rs + 8 * j) =
+              __byte_perm(static_cast<uint32_t>(q0), static_cast<uint32_t>(q1), 0x5410);
+        };
+        if (row_ok1 && cols == kWgmmaTileN && staged) {
+          // Both rows and every column inside: unguarded, through the warp's staging rows (with
+          // guards, ptxas computed each value twice, once for the extremes and again inside each
+          // store's branch). Staging row i is the warp's row i (lane / 4 + 8r).
+          int16_t* const warp_out = out_warp + col0;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+#pragma unroll
+            for (int jj = 0; jj < 8; ++jj) {
+#pragma unroll
+              for (int r = 0; r < 2; ++r) {
+                const int i = 4 * (8 * half + jj) + 2 * r;
+                const int32_t q0 = rounded(i), q1 = rounded(i + 1);
+                tile_max = __vimax3_s32(tile_max, q0, q1);
+                tile_min = __vimin3_s32(tile_min, q0, q1);
+                sts32(
+                    staging + ((lane >> 2) + 8 * r) * kShallowStagePitch + 16 * jj + 4 * (lane & 3),
+                    __byte_perm(static_cast<uint32_t>(q0), static_cast<uint32_t>(q1), 0x5410));
+              }
+            }
+            __syncwarp();
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              const int staged_row = 4 * k + (lane >> 3);
+              const uint4 v = lds128(staging + staged_row * kShallowStagePitch + 16 * (lane & 7));
+              *reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7)) =
+                  v;
+            }
+            __syncwarp();
+          }
+        } else {
+          // Edge tiles (and rows that are not 16-byte aligned): word stores, guarded.
+#pragma unroll
+          for (int j = 0; j < 16; ++j) {
+            if (8 * j + 2 * (lane & 3) >= cols) continue;
+            if (row_ok0) store_pair(j, 0);
+            if (row_ok1) store_pair(j, 1);
+          }
+        }
+        if (tile_max > portable::kFlex16MaxM || tile_min < portable::kFlex16MinM) {
+          // Rare: this thread stored a value out of range. Store its elements again saturated
+          // (unrolled: an indexed accumulator would move the arrays into local memory).
+#pragma unroll
+          for (int i = 0; i < 64; ++i) {
+            const int j = i >> 2, r = (i >> 1) & 1;
+            const int32_t q = rounded(i);
+            const int32_t m = q > portable::kFlex16MaxM   ? portable::kFlex16MaxM
+                              : q < portable::kFlex16MinM ? portable::kFlex16MinM
+                                                          : q;
+            if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0)) {
+              out0[8 * r * rs + 8 * j + (i & 1)] = static_cast<int16_t>(m);
+              saturated += m != q ? 1 : 0;
+            }
+          }
+        }
+        cta_max = max(cta_max, tile_max);
+        cta_min = min(cta_min, tile_min);
+      }
+      si = 0;
+      ++tile;
+    } else {
+      ++si;
+      wgmma::wait_group<1>();
+    }
+    cp_async_wait<kSlots - 2>();
+    wgmma::fence_proxy_async_shared();
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+
+  // Elements past the matrix are products of zero fill (0), so they move neither extreme.
+  portable::GemmStats stats = portable::gemm_stats_identity();
+  const int32_t top = cta_max < portable::kFlex16MaxM ? cta_max : portable::kFlex16MaxM;
+  const int32_t bottom = -cta_min < -portable::kFlex16MinM ? -cta_min : -portable::kFlex16MinM;
+  stats.max_abs_m = top > bottom ? top : bottom;
+  stats.saturated = saturated;
+  commit_block_stats(stats, p.stats);
+#elif defined(__CUDA_ARCH__)
+  __trap();  // the PTX fallback: never launched (prepare_shallow reports false)
+#endif
+}
+
+template <bool kBIsU8, bool kAKContig>
+bool prepare_shallow_one() {
+  auto kernel = gemm_shallow_kernel<kBIsU8, kAKContig>;
+  cudaFuncAttributes attributes{};
+  FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
+  FLEXKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          shallow_smem_bytes(kBIsU8)));
+  return true;
+}
+
+template <bool kBIsU8, bool kAKContig>
+void launch_shallow_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
+  gemm_shallow_kernel<kBIsU8, kAKContig>
+      <<<grid, kWgmmaThreads, shallow_smem_bytes(kBIsU8), stream>>>(args);
+  FLEXKIT_CUDA_CHECK_LAUNCH("gemm_shallow_kernel");
+}
+
+}  // namespace wgmma_detail
+}  // namespace flexkit::backend::cuda::gemm_kernels
