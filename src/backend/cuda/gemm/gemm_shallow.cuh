@@ -226,14 +226,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   int32_t cta_max = 0, cta_min = 0;  // unclamped rounded values of every tile so far
   uint32_t saturated = 0;            // < 64 per thread and tile
 
-  // Every tile's first wgmma overwrites these; zeroed once so that nothing reads them unset.
-  uint32_t acc_hi[64], acc_mid[kBIsU8 ? 1 : 64], acc_lo[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc_hi[i] = acc_lo[i] = 0;
-  if constexpr (!kBIsU8) {
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
-  }
+  // Written by every tile's first wgmmas (the `fresh` forms), read by its epilogue.
+  // (Value-initialised only to quiet the front end: the first writes make the zeros dead.)
+  uint32_t acc_hi[64] = {}, acc_mid[kBIsU8 ? 1 : 64] = {}, acc_lo[64] = {};
   auto rounded = [&](int i) {
     if constexpr (kBIsU8) {
       return portable::gemm_round_int32(static_cast<int32_t>(acc_hi[i] * 256u + acc_lo[i]), scale);
@@ -247,34 +242,46 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   // Ring positions as byte offsets: raw_issue holds stage + R (= stage % R), the raw slot after
   // it stage + 1; plane_mma holds stage (stage % 3), the plane slot after it stage + 1.
   uint32_t raw_issue = 0, plane_mma = 0;
-  int si = 0, tile = 0;
-#pragma unroll 1
-  for (int stage = 0; stage < total; ++stage) {
-    // Every warpgroup issues the wgmmas (a branch around them makes ptxas serialise them); one
-    // whose rows all lie past the matrix only skips its epilogue.
-    {
-      wgmma::fence();
-#pragma unroll
-      for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
-        const uint32_t a_step = (si * kShallowAStageBytes + 32 * ks) >> 4;
-        const uint32_t b_step = (plane_mma + 32 * ks) >> 4;
-        const uint64_t a_hi = desc(d_a + a_step);
-        const uint64_t a_lo = desc(d_a + a_step + (kPlaneBytes >> 4));
-        const uint64_t b_hi = desc(d_b + b_step);
-        const uint32_t keep = si != 0 || ks != 0;  // a tile's first product overwrites
-        if constexpr (kBIsU8) {
-          wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi, keep);
-          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi, keep);
+  int stage = 0;  // the CTA's B stage the wgmmas consume next
+  // One stage: the wgmmas of B stage `stage` with A's resident stage si (a tile's first product
+  // written, not accumulated: `fresh`), the copies of stage + R, the split of stage + 1. Every
+  // warpgroup issues the wgmmas (a branch around them makes ptxas serialise them); one whose
+  // rows all lie past the matrix only skips the epilogue.
+  auto run_stage = [&](auto fresh, int si) {
+    wgmma::fence();
+    // One 32-deep k step; `first`: write the accumulators instead of adding to them.
+    auto k_step = [&](int ks, auto first) {
+      const uint32_t a_step = (si * kShallowAStageBytes + 32 * ks) >> 4;
+      const uint32_t b_step = (plane_mma + 32 * ks) >> 4;
+      const uint64_t a_hi = desc(d_a + a_step);
+      const uint64_t a_lo = desc(d_a + a_step + (kPlaneBytes >> 4));
+      const uint64_t b_hi = desc(d_b + b_step);
+      if constexpr (kBIsU8) {
+        if constexpr (decltype(first)::value) {
+          wgmma::wgmma_m64n128k32_s8u8_fresh(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n128k32_u8u8_fresh(acc_lo, a_lo, b_hi);
         } else {
-          const uint64_t b_lo = desc(d_b + b_step + (kPlaneBytes >> 4));
-          wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi, keep);
-          wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo, keep);
-          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo, keep);
-          wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+          wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
         }
+      } else {
+        const uint64_t b_lo = desc(d_b + b_step + (kPlaneBytes >> 4));
+        if constexpr (decltype(first)::value) {
+          wgmma::wgmma_m64n128k32_s8s8_fresh(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n128k32_s8u8_fresh(acc_mid, a_hi, b_lo);
+          wgmma::wgmma_m64n128k32_u8u8_fresh(acc_lo, a_lo, b_lo);
+        } else {
+          wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
+          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
+        }
+        wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
       }
-      wgmma::commit_group();
-    }
+    };
+    static_assert(kWgmmaStageK == 64, "two k steps per stage");
+    k_step(0, fresh);
+    k_step(1, std::false_type{});
+    wgmma::commit_group();
     issue_next(stage + kSlots, raw_issue);
     const uint32_t raw_split =
         raw_issue + kBRawBytes == kSlots * kBRawBytes ? 0u : raw_issue + kBRawBytes;
@@ -290,93 +297,99 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     }
     raw_issue = raw_split;
     plane_mma = plane_split;
-
-    if (si + 1 == stages) {
-      wgmma::wait_group<0>();
-      wgmma::pin_registers(acc_hi);
-      if constexpr (!kBIsU8) wgmma::pin_registers(acc_mid);
-      wgmma::pin_registers(acc_lo);
-      if (active) {
-        const int64_t col0 = int64_t(first_n + tile * ctas_per_row) * kWgmmaTileN;
-        const int64_t cols_left = p.n - col0;
-        const int cols = static_cast<int>(cols_left < kWgmmaTileN ? cols_left : kWgmmaTileN);
-        int16_t* const out0 = out_warp + (lane >> 2) * rs + 2 * (lane & 3) + col0;
-        int32_t tile_max = 0, tile_min = 0;
-        // Accumulators 4j + 2r and 4j + 2r + 1: row + 8r, columns 8j + 2·(lane % 4) + {0, 1}.
-        auto store_pair = [&](int j, int r) {
-          const int32_t q0 = rounded(4 * j + 2 * r), q1 = rounded(4 * j + 2 * r + 1);
-          tile_max = __vimax3_s32(tile_max, q0, q1);
-          tile_min = __vimin3_s32(tile_min, q0, q1);
-          *reinterpret_cast<uint32_t*>(out0 + 8 * r * rs + 8 * j) =
-              __byte_perm(static_cast<uint32_t>(q0), static_cast<uint32_t>(q1), 0x5410);
-        };
-        if (row_ok1 && cols == kWgmmaTileN && staged) {
-          // Both rows and every column inside: unguarded, through the warp's staging rows (with
-          // guards, ptxas computed each value twice, once for the extremes and again inside each
-          // store's branch). Staging row i is the warp's row i (lane / 4 + 8r).
-          int16_t* const warp_out = out_warp + col0;
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-#pragma unroll
-            for (int jj = 0; jj < 8; ++jj) {
-#pragma unroll
-              for (int r = 0; r < 2; ++r) {
-                const int i = 4 * (8 * half + jj) + 2 * r;
-                const int32_t q0 = rounded(i), q1 = rounded(i + 1);
-                tile_max = __vimax3_s32(tile_max, q0, q1);
-                tile_min = __vimin3_s32(tile_min, q0, q1);
-                sts32(
-                    staging + ((lane >> 2) + 8 * r) * kShallowStagePitch + 16 * jj + 4 * (lane & 3),
-                    __byte_perm(static_cast<uint32_t>(q0), static_cast<uint32_t>(q1), 0x5410));
-              }
-            }
-            __syncwarp();
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-              const int staged_row = 4 * k + (lane >> 3);
-              const uint4 v = lds128(staging + staged_row * kShallowStagePitch + 16 * (lane & 7));
-              *reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7)) =
-                  v;
-            }
-            __syncwarp();
-          }
-        } else {
-          // Edge tiles (and rows that are not 16-byte aligned): word stores, guarded.
-#pragma unroll
-          for (int j = 0; j < 16; ++j) {
-            if (8 * j + 2 * (lane & 3) >= cols) continue;
-            if (row_ok0) store_pair(j, 0);
-            if (row_ok1) store_pair(j, 1);
-          }
-        }
-        if (tile_max > portable::kFlex16MaxM || tile_min < portable::kFlex16MinM) {
-          // Rare: this thread stored a value out of range. Store its elements again saturated
-          // (unrolled: an indexed accumulator would move the arrays into local memory).
-#pragma unroll
-          for (int i = 0; i < 64; ++i) {
-            const int j = i >> 2, r = (i >> 1) & 1;
-            const int32_t q = rounded(i);
-            const int32_t m = q > portable::kFlex16MaxM   ? portable::kFlex16MaxM
-                              : q < portable::kFlex16MinM ? portable::kFlex16MinM
-                                                          : q;
-            if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0)) {
-              out0[8 * r * rs + 8 * j + (i & 1)] = static_cast<int16_t>(m);
-              saturated += m != q ? 1 : 0;
-            }
-          }
-        }
-        cta_max = max(cta_max, tile_max);
-        cta_min = min(cta_min, tile_min);
-      }
-      si = 0;
-      ++tile;
-    } else {
-      ++si;
-      wgmma::wait_group<1>();
-    }
+    ++stage;
+  };
+  // Stage + 2 has landed and the split planes are visible to every warpgroup's wgmmas.
+  auto stage_barrier = [&] {
     cp_async_wait<kSlots - 2>();
     wgmma::fence_proxy_async_shared();
     __syncthreads();
+  };
+
+#pragma unroll 1
+  for (int tile = 0; tile < tile_count; ++tile) {
+    run_stage(std::true_type{}, 0);
+#pragma unroll 1
+    for (int si = 1; si < stages; ++si) {
+      wgmma::wait_group<1>();
+      stage_barrier();
+      run_stage(std::false_type{}, si);
+    }
+    wgmma::wait_group<0>();
+    wgmma::pin_registers(acc_hi);
+    if constexpr (!kBIsU8) wgmma::pin_registers(acc_mid);
+    wgmma::pin_registers(acc_lo);
+    if (active) {
+      const int64_t col0 = int64_t(first_n + tile * ctas_per_row) * kWgmmaTileN;
+      const int64_t cols_left = p.n - col0;
+      const int cols = static_cast<int>(cols_left < kWgmmaTileN ? cols_left : kWgmmaTileN);
+      int16_t* const out0 = out_warp + (lane >> 2) * rs + 2 * (lane & 3) + col0;
+      int32_t tile_max = 0, tile_min = 0;
+      // Accumulators 4j + 2r and 4j + 2r + 1: row + 8r, columns 8j + 2·(lane % 4) + {0, 1}.
+      auto store_pair = [&](int j, int r) {
+        const int32_t q0 = rounded(4 * j + 2 * r), q1 = rounded(4 * j + 2 * r + 1);
+        tile_max = __vimax3_s32(tile_max, q0, q1);
+        tile_min = __vimin3_s32(tile_min, q0, q1);
+        *reinterpret_cast<uint32_t*>(out0 + 8 * r * rs + 8 * j) =
+            __byte_perm(static_cast<uint32_t>(q0), static_cast<uint32_t>(q1), 0x5410);
+      };
+      if (row_ok1 && cols == kWgmmaTileN && staged) {
+        // Both rows and every column inside: unguarded, through the warp's staging rows (with
+        // guards, ptxas computed each value twice, once for the extremes and again inside each
+        // store's branch). Staging row i is the warp's row i (lane / 4 + 8r).
+        int16_t* const warp_out = out_warp + col0;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+#pragma unroll
+          for (int jj = 0; jj < 8; ++jj) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const int i = 4 * (8 * half + jj) + 2 * r;
+              const int32_t q0 = rounded(i), q1 = rounded(i + 1);
+              tile_max = __vimax3_s32(tile_max, q0, q1);
+              tile_min = __vimin3_s32(tile_min, q0, q1);
+              sts32(staging + ((lane >> 2) + 8 * r) * kShallowStagePitch + 16 * jj + 4 * (lane & 3),
+                    __byte_perm(static_cast<uint32_t>(q0), static_cast<uint32_t>(q1), 0x5410));
+            }
+          }
+          __syncwarp();
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int staged_row = 4 * k + (lane >> 3);
+            const uint4 v = lds128(staging + staged_row * kShallowStagePitch + 16 * (lane & 7));
+            *reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7)) = v;
+          }
+          __syncwarp();
+        }
+      } else {
+        // Edge tiles (and rows that are not 16-byte aligned): word stores, guarded.
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          if (8 * j + 2 * (lane & 3) >= cols) continue;
+          if (row_ok0) store_pair(j, 0);
+          if (row_ok1) store_pair(j, 1);
+        }
+      }
+      if (tile_max > portable::kFlex16MaxM || tile_min < portable::kFlex16MinM) {
+        // Rare: this thread stored a value out of range. Store its elements again saturated
+        // (unrolled: an indexed accumulator would move the arrays into local memory).
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          const int j = i >> 2, r = (i >> 1) & 1;
+          const int32_t q = rounded(i);
+          const int32_t m = q > portable::kFlex16MaxM   ? portable::kFlex16MaxM
+                            : q < portable::kFlex16MinM ? portable::kFlex16MinM
+                                                        : q;
+          if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0)) {
+            out0[8 * r * rs + 8 * j + (i & 1)] = static_cast<int16_t>(m);
+            saturated += m != q ? 1 : 0;
+          }
+        }
+      }
+      cta_max = max(cta_max, tile_max);
+      cta_min = min(cta_min, tile_min);
+    }
+    stage_barrier();
   }
   cp_async_wait<0>();
 
