@@ -18,8 +18,8 @@
 // A failing direction is not timed.
 //
 // Timing: CUDA events around batches of whole calls, median of ≥ 10 batches after warm-up.
-// Integer convolutions and products wait for their statistics inside each call, so a span also
-// covers each call's host round trip, as a caller sees it.
+// Integer convolutions and products return with their statistics still on the way (an output's
+// record is waited for only when read), so back-to-back calls queue like a training loop's.
 //
 // Environment:
 //   CONV_LAYERS        comma-separated layer names as printed (case and spaces ignored, e.g.

@@ -321,6 +321,47 @@ TEST(Dot, RoundsHalfToEvenAndSaturatesAndCounts) {
   EXPECT_EQ(out.stats().max_abs_m, 32767);
 }
 
+// Statistics come back without the call waiting for them: products queued back to back into
+// different outputs (one output written twice), then each output's record read before its data
+// (nothing has synchronised yet) matches its own product; a copy carries the record along.
+TEST(Dot, StatisticsOfQueuedProductsAreEachTheirOwn) {
+  Device d = test::device();
+  const std::int64_t m = 48, k = 40, n = 56;
+  std::vector<Array> outs;
+  std::vector<std::pair<std::int32_t, std::uint64_t>> want;
+  auto queue = [&](std::size_t slot, unsigned seed, int out_iwl) {
+    const Matrix av = random_ints(static_cast<std::size_t>(m * k), -32768, 32767, seed);
+    const Matrix bv = random_ints(static_cast<std::size_t>(k * n), -32768, 32767, seed + 1);
+    Array a = flex_array(av, 0, {m, k}, d), b = flex_array(bv, 0, {k, n}, d);
+    if (slot == outs.size()) {
+      outs.push_back(Array::zeros({m, n}, DType::flex16, d));
+      want.emplace_back();
+    }
+    dot(a, b, outs[slot], {.iwl = out_iwl});
+    Ref r;
+    r.iwl_ab = 0;
+    r.out_iwl = out_iwl;
+    std::int32_t max_abs = 0;
+    std::uint64_t saturated = 0;
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const RefFlex f = ref_flex(r, ref_acc(av, bv, m, n, k, i, j), 0);
+        max_abs = std::max<std::int32_t>(max_abs, std::abs(static_cast<std::int32_t>(f.m)));
+        saturated += f.saturated ? 1 : 0;
+      }
+    want[slot] = {max_abs, saturated};
+  };
+  for (int t = 0; t < 24; ++t) queue(outs.size(), 700 + 2 * t, t % 5);
+  queue(0, 900, 6);  // overwrites the first output's record
+  for (std::size_t t = 0; t < outs.size(); ++t) {
+    EXPECT_EQ(outs[t].stats().max_abs_m, want[t].first) << "output " << t;
+    EXPECT_EQ(outs[t].stats().saturated, want[t].second) << "output " << t;
+  }
+  EXPECT_GT(want[1].second, 0u);  // the low exponents do saturate
+  Array copy = outs[3].copy_to(Device::cpu());
+  EXPECT_EQ(copy.stats().saturated, want[3].second);
+}
+
 TEST(Dot, BetaAccumulatesAndAlphaScales) {
   Device d = test::device();
   const std::int64_t m = 33, n = 17, k = 65;

@@ -113,7 +113,7 @@ bool cublas_accepts(const GemmProblem&) {
 void gemm_f32_cuda(const GemmProblem&, int, void*) {
   unavailable("dot");
 }
-portable::GemmStats gemm_integer_cuda_sync(const GemmProblem&, int, void*) {
+ExactStats gemm_integer_cuda_stats(const GemmProblem&, int, void*) {
   unavailable("dot");
 }
 
@@ -121,13 +121,13 @@ portable::GemmStats gemm_integer_cuda_sync(const GemmProblem&, int, void*) {
 
 namespace flexkit::conv {
 
-portable::GemmStats fprop_cuda(const ConvProblem&, int, void*) {
+gemm::ExactStats fprop_cuda(const ConvProblem&, int, void*) {
   unavailable("conv fprop");
 }
-portable::GemmStats bprop_cuda(const ConvProblem&, int, void*) {
+gemm::ExactStats bprop_cuda(const ConvProblem&, int, void*) {
   unavailable("conv bprop");
 }
-portable::GemmStats update_cuda(const ConvProblem&, int, void*) {
+gemm::ExactStats update_cuda(const ConvProblem&, int, void*) {
   unavailable("conv update");
 }
 

@@ -205,16 +205,16 @@ std::optional<gemm::OutputRef> output_matrix(const Direction& d, const Array& ou
 }
 
 // Runs one direction on the operands' device (check_call put them all on one).
-portable::GemmStats run_kernels(const Direction& d, const ConvProblem& p, Device device) {
+gemm::ExactStats run_kernels(const Direction& d, const ConvProblem& p, Device device) {
   if (device.is_cuda()) {
     void* stream = cuda::current_stream(device.index);
     if (&d == &kFprop) return fprop_cuda(p, device.index, stream);
     if (&d == &kBprop) return bprop_cuda(p, device.index, stream);
     return update_cuda(p, device.index, stream);
   }
-  if (&d == &kFprop) return fprop_cpu(p);
-  if (&d == &kBprop) return bprop_cpu(p);
-  return update_cpu(p);
+  if (&d == &kFprop) return gemm::known_stats(fprop_cpu(p));
+  if (&d == &kBprop) return gemm::known_stats(bprop_cpu(p));
+  return gemm::known_stats(update_cpu(p));
 }
 
 void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y_in,
@@ -241,7 +241,7 @@ void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& 
   p.beta = static_cast<float>(o.beta);
   const bool flex_out = out.dtype() == DType::flex16;
   int out_iwl = 0;
-  portable::GemmStats stats;
+  gemm::ExactStats stats;
   if (x.dtype() == DType::f32) {
     stats = run_kernels(d, p, out.device());
   } else {
@@ -250,7 +250,7 @@ void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& 
     if (flex_out && o.iwl_policy == IwlPolicy::exact) {
       p.epilogue = gemm::make_epilogue(exact, out_iwl);
       p.mode = gemm::EpilogueMode::measure;
-      out_iwl = gemm::exact_iwl(run_kernels(d, p, out.device()), exact);
+      out_iwl = gemm::exact_iwl(run_kernels(d, p, out.device()).value, exact);
     }
     p.epilogue = gemm::make_epilogue(exact, out_iwl);
     p.mode = gemm::EpilogueMode::store;

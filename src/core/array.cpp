@@ -81,7 +81,7 @@ void Array::set_iwl(int iwl) {
 
 Flex16Stats Array::stats() const {
   iwl();  // same checks
-  return storage_->stats;
+  return storage_->stats();
 }
 
 bool Array::shares_storage(const Array& other) const {

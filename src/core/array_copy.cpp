@@ -82,7 +82,7 @@ Array Array::copy_to(Device target) const {
   Array out = empty(shape_, dtype_, target);
   if (dtype_ == DType::flex16) {
     out.storage_->iwl = storage_->iwl;
-    out.storage_->stats = storage_->stats;
+    out.storage_->set_stats(storage_->stats());
   }
   copy_bytes(target, out.data(), device(), src.data(), nbytes());
   return out;
@@ -125,7 +125,7 @@ void Array::assign(const Array& source) {
     src = src.clone();  // overlapping views: read a snapshot
   src = src.broadcast_to(shape_);
   if (size() == 0) {
-    if (dtype_ == DType::flex16) storage_->stats = {};
+    if (dtype_ == DType::flex16) storage_->set_stats({});
     return;
   }
   const Device dev = device();
@@ -134,7 +134,7 @@ void Array::assign(const Array& source) {
         dev.is_cpu()
             ? backend::cpu::flex16_copy(dst_of(*this), src_of(src), src.iwl(), iwl())
             : backend::cuda::flex16_copy(dev.index, dst_of(*this), src_of(src), src.iwl(), iwl());
-    storage_->stats = stats;
+    storage_->set_stats(stats);
   } else if (dev.is_cpu()) {
     backend::cpu::copy(dst_of(*this), src_of(src), itemsize(dtype_));
   } else {
@@ -156,7 +156,7 @@ void Array::fill(double value) {
   }
   if (dtype_ == DType::flex16) {
     stats.saturated *= static_cast<std::uint64_t>(size());
-    storage_->stats = size() > 0 ? stats : Flex16Stats{};
+    storage_->set_stats(size() > 0 ? stats : Flex16Stats{});
   }
 }
 
@@ -191,7 +191,7 @@ Array Array::from_flex16(std::span<const std::int16_t> mantissas, int iwl, const
   Array host = empty(shape, DType::flex16, Device::cpu());
   if (!mantissas.empty()) std::memcpy(host.data(), mantissas.data(), mantissas.size() * 2);
   host.storage_->iwl = iwl;
-  host.storage_->stats = max_abs_stats(mantissas.data(), mantissas.size());
+  host.storage_->set_stats(max_abs_stats(mantissas.data(), mantissas.size()));
   return device.is_cpu() ? host : host.copy_to(device);
 }
 
@@ -247,7 +247,7 @@ void Array::assign_floats(std::span<const float> data) {
   if (dtype_ == DType::flex16) options.iwl = storage_->iwl;
   Array host = detail::array_from_host_values<float>(data, shape_, dtype_, Device::cpu(), options);
   assign(host);
-  if (dtype_ == DType::flex16) storage_->stats = host.storage_->stats;
+  if (dtype_ == DType::flex16) storage_->set_stats(host.storage_->stats());
 }
 
 #define FLEXKIT_HOST_IO(E)                             \

@@ -95,7 +95,7 @@ Array array_from_host_values(std::span<const T> values, const Shape& shape, DTyp
       Flex16Encoded enc = flex16_encode(values, options);
       if (n) std::memcpy(out, enc.m.data(), n * sizeof(std::int16_t));
       host.set_iwl(enc.iwl);
-      ArrayAccess::storage(host).stats = enc.stats;
+      ArrayAccess::storage(host).set_stats(enc.stats);
       break;
     }
   }

@@ -291,7 +291,7 @@ Array load_npy(const std::filesystem::path& path, Device device) {
     auto* m = static_cast<const std::int16_t*>(host.data());
     for (std::size_t i = 0; i < count; ++i)
       stats.max_abs_m = std::max<int32_t>(stats.max_abs_m, std::abs(int32_t{m[i]}));
-    ArrayAccess::storage(host).stats = stats;
+    ArrayAccess::storage(host).set_stats(stats);
   }
   if (h.fortran_order) host = host.T().clone();
   return device.is_cpu() ? host : host.copy_to(device);

@@ -10,6 +10,14 @@
 
 namespace flexkit::detail {
 
+// Statistics of a flex16 write that a device may still be computing: a backend hands one to the
+// output's storage instead of waiting, and the first read of the statistics waits for it.
+class PendingFlex16Stats {
+ public:
+  virtual ~PendingFlex16Stats() = default;
+  virtual Flex16Stats wait() = 0;  // throws what the device reports (e.g. CudaError)
+};
+
 class Storage {
  public:
   // Throws OutOfMemoryError / CudaError / DeviceError; never returns a half-made storage.
@@ -22,10 +30,27 @@ class Storage {
   std::size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
 
-  int iwl = 0;             // flex16 exponent shared by every view
-  Flex16Stats stats = {};  // what the last flex16 write recorded
+  int iwl = 0;  // flex16 exponent shared by every view
+
+  // What the last flex16 write recorded; waits for it when a device is still computing it.
+  Flex16Stats stats() {
+    if (pending_stats_) {
+      stats_ = pending_stats_->wait();
+      pending_stats_.reset();
+    }
+    return stats_;
+  }
+  void set_stats(const Flex16Stats& stats) {
+    stats_ = stats;
+    pending_stats_.reset();
+  }
+  void set_pending_stats(std::shared_ptr<PendingFlex16Stats> pending) {
+    pending_stats_ = std::move(pending);
+  }
 
  private:
+  Flex16Stats stats_ = {};
+  std::shared_ptr<PendingFlex16Stats> pending_stats_;
   Storage(void* data, std::size_t bytes, Device device)
       : data_(data), bytes_(bytes), device_(device) {}
   void* data_;

@@ -123,14 +123,14 @@ void transpose_problem(GemmProblem& p) {
   std::swap(p.c.row_stride, p.c.col_stride);
 }
 
-GemmStats run_problem(const GemmProblem& p, Device device) {
-  if (device.is_cpu()) return gemm::gemm_cpu(p);
+gemm::ExactStats run_problem(const GemmProblem& p, Device device) {
+  if (device.is_cpu()) return gemm::known_stats(gemm::gemm_cpu(p));
   void* stream = cuda::current_stream(device.index);
   if (p.a.kind == ElementKind::f32) {
     gemm::gemm_f32_cuda(p, device.index, stream);
-    return portable::gemm_stats_identity();
+    return gemm::known_stats(portable::gemm_stats_identity());
   }
-  return gemm::gemm_integer_cuda_sync(p, device.index, stream);
+  return gemm::gemm_integer_cuda_stats(p, device.index, stream);
 }
 
 // cuBLAS needs one unit stride per matrix: other f32 views go through contiguous copies (the
@@ -191,11 +191,11 @@ void dot(const Array& a, const Array& b, const Array& out, const DotOptions& opt
   if (flex_out && options.iwl_policy == IwlPolicy::exact) {
     p.epilogue = gemm::make_epilogue(exact, out_iwl);
     p.mode = gemm::EpilogueMode::measure;
-    out_iwl = gemm::exact_iwl(run_problem(p, out.device()), exact);
+    out_iwl = gemm::exact_iwl(run_problem(p, out.device()).value, exact);
   }
   p.epilogue = gemm::make_epilogue(exact, out_iwl);
   p.mode = gemm::EpilogueMode::store;
-  GemmStats stats = run_problem(p, out.device());
+  const gemm::ExactStats stats = run_problem(p, out.device());
   if (flex_out) gemm::record_flex16_result(out, out_iwl, stats);
 }
 

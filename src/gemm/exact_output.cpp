@@ -79,10 +79,11 @@ int exact_iwl(const portable::GemmStats& s, const ExactOutput& o) {
   return kFlex16MaxIwl;
 }
 
-void record_flex16_result(const Array& out, int out_iwl, const portable::GemmStats& stats) {
+void record_flex16_result(const Array& out, int out_iwl, const ExactStats& stats) {
   detail::Storage& storage = ArrayAccess::storage(out);
   storage.iwl = out_iwl;
-  storage.stats = {stats.max_abs_m, stats.saturated, 0};
+  storage.set_stats({stats.value.max_abs_m, stats.value.saturated, 0});
+  if (stats.pending) storage.set_pending_stats(stats.pending);
 }
 
 bool overlaps(const Array& out, const Array& in) {

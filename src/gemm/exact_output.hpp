@@ -4,9 +4,14 @@
 // keep an output from overwriting what the product still reads.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "flexkit/array.hpp"
 #include "flexkit/portable/gemm_epilogue.hpp"
+
+namespace flexkit::detail {
+class PendingFlex16Stats;
+}
 
 namespace flexkit::gemm {
 
@@ -33,8 +38,19 @@ portable::GemmEpilogue make_epilogue(const ExactOutput& o, int out_iwl);
 // saturating; 0 when every value is 0, as flex16_choose_iwl does.
 int exact_iwl(const portable::GemmStats& measured, const ExactOutput& o);
 
+// The statistics of an integer product: `value` when known on return (the CPU, a measuring pass),
+// otherwise `pending`, which a device fills and the output's first statistics read waits for
+// (so a caller that never reads them never waits).
+struct ExactStats {
+  portable::GemmStats value = portable::gemm_stats_identity();
+  std::shared_ptr<detail::PendingFlex16Stats> pending;
+};
+inline ExactStats known_stats(const portable::GemmStats& value) {
+  return {value, nullptr};
+}
+
 // Records a finished flex16 write: the output storage's exponent and its statistics.
-void record_flex16_result(const Array& out, int out_iwl, const portable::GemmStats& stats);
+void record_flex16_result(const Array& out, int out_iwl, const ExactStats& stats);
 
 // Whether `out` and `in` can share a byte (views of one storage whose element spans meet).
 bool overlaps(const Array& out, const Array& in);

@@ -1,6 +1,7 @@
 // What dot() calls on a CUDA device: f32 products through cuBLAS, integer products through the
 // tensor-core kernels with their statistics brought back to the host.
 #pragma once
+#include "gemm/exact_output.hpp"
 #include "gemm/gemm_problem.hpp"
 
 namespace flexkit::gemm {
@@ -13,7 +14,7 @@ bool cublas_accepts(const GemmProblem& problem);
 // cublas_accepts(problem).
 void gemm_f32_cuda(const GemmProblem& problem, int device, void* stream);
 
-// Runs gemm_integer_cuda and waits for its statistics.
-portable::GemmStats gemm_integer_cuda_sync(const GemmProblem& problem, int device, void* stream);
+// Runs gemm_integer_cuda; its statistics come back pending (waited for in a measuring pass).
+ExactStats gemm_integer_cuda_stats(const GemmProblem& problem, int device, void* stream);
 
 }  // namespace flexkit::gemm

@@ -204,7 +204,7 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
   });
   for (std::size_t o = 0; o < k.seq_out.size(); ++o)
     if (launch.seq_out[o].dtype() == DType::flex16)
-      ArrayAccess::storage(launch.seq_out[o]).stats = stats[o];
+      ArrayAccess::storage(launch.seq_out[o]).set_stats(stats[o]);
 }
 
 }  // namespace flexkit::snn

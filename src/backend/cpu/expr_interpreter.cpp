@@ -355,7 +355,7 @@ void run_elementwise(const ir::Stage& stage, const std::vector<Access>& operands
   if (stage.target.dtype() == DType::flex16) {
     Flex16Stats total{};
     for (const auto& s : partial) merge(total, s);
-    ArrayAccess::storage(stage.target).stats = total;
+    ArrayAccess::storage(stage.target).set_stats(total);
   }
 }
 
@@ -448,14 +448,14 @@ void run_reduction(const ir::Stage& stage, const std::vector<Array>& operand_arr
                  });
     for (const auto& s : partial_stats) merge(stats, s);
   }
-  if (stage.target.dtype() == DType::flex16) ArrayAccess::storage(stage.target).stats = stats;
+  if (stage.target.dtype() == DType::flex16) ArrayAccess::storage(stage.target).set_stats(stats);
 }
 
 }  // namespace
 
 void run_stage(const ir::Stage& stage) {
   if (shape_numel(stage.target.shape()) == 0 || shape_numel(stage.body.shape) == 0) {
-    if (stage.target.dtype() == DType::flex16) ArrayAccess::storage(stage.target).stats = {};
+    if (stage.target.dtype() == DType::flex16) ArrayAccess::storage(stage.target).set_stats({});
     return;
   }
   if (stage.reduce) return run_reduction(stage, stage.body.operands);

@@ -55,10 +55,11 @@ void read_stats(const Scratch& stats, cudaStream_t stream, const Array& target) 
   FLEXKIT_CUDA_CHECK(
       cudaMemcpyAsync(&host, stats.get(), sizeof host, cudaMemcpyDeviceToHost, stream));
   FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  Flex16Stats& s = ArrayAccess::storage(target).stats;
+  Flex16Stats s{};
   s.max_abs_m = host.max_abs_m;
   s.saturated = host.saturated;
   s.nan_count = host.nan_count;
+  ArrayAccess::storage(target).set_stats(s);
 }
 
 }  // namespace
@@ -72,7 +73,7 @@ void run_stage(const ir::Stage& stage) {
     if (stage.reduce && target.size() > 0)
       throw ShapeError(cat("expression on cuda: cannot reduce the empty shape ",
                            shape_str(stage.body.shape), " into ", target.describe()));
-    if (flex) ArrayAccess::storage(target).stats = {};
+    if (flex) ArrayAccess::storage(target).set_stats({});
     return;
   }
 

@@ -12,6 +12,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/launch_support.hpp"
+#include "backend/cuda/pending_stats.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "gemm/gemm_cuda.hpp"
@@ -107,16 +108,11 @@ void gemm_f32_cuda(const GemmProblem& p, int device, void* stream) {
                "cublasSgemmStridedBatched");
 }
 
-portable::GemmStats gemm_integer_cuda_sync(const GemmProblem& p, int device, void* stream) {
+ExactStats gemm_integer_cuda_stats(const GemmProblem& p, int device, void* stream) {
   backend::cuda::DeviceGuard guard(device);
-  auto s = static_cast<cudaStream_t>(stream);
-  backend::cuda::Scratch stats(device, sizeof(portable::GemmStats));
-  portable::GemmStats host = portable::gemm_stats_identity();
-  FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(stats.get(), &host, sizeof host, cudaMemcpyHostToDevice, s));
-  gemm_integer_cuda(p, device, stream, static_cast<portable::GemmStats*>(stats.get()));
-  FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(&host, stats.get(), sizeof host, cudaMemcpyDeviceToHost, s));
-  FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(s));
-  return host;
+  backend::cuda::DeviceStatsRecord stats(device, static_cast<cudaStream_t>(stream));
+  gemm_integer_cuda(p, device, stream, stats.device_record());
+  return stats.finish(p.mode == EpilogueMode::measure);
 }
 
 }  // namespace flexkit::gemm

@@ -74,7 +74,7 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
     // Nothing was stored: a flex16 output's record says so.
     for (std::size_t j = 0; j < kernel.seq_out.size(); ++j)
       if (kernel.seq_out[j].dtype == DType::flex16 && launch.seq_out[j].defined())
-        ArrayAccess::storage(launch.seq_out[j]).stats = {};
+        ArrayAccess::storage(launch.seq_out[j]).set_stats({});
     return;
   }
 
@@ -144,10 +144,11 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
         cudaMemcpyAsync(host.data(), stats.get(), stats_bytes, cudaMemcpyDeviceToHost, stream));
     FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
     for (std::size_t f = 0; f < flex_outputs.size(); ++f) {
-      Flex16Stats& s = ArrayAccess::storage(launch.seq_out[flex_outputs[f]]).stats;
+      Flex16Stats s{};
       s.max_abs_m = host[f].max_abs_m;
       s.saturated = host[f].saturated;
       s.nan_count = host[f].nan_count;
+      ArrayAccess::storage(launch.seq_out[flex_outputs[f]]).set_stats(s);
     }
   }
 }

@@ -24,6 +24,7 @@
 #include "backend/cuda/conv/conv_implicit_gemm.hpp"
 #include "backend/cuda/exact_stats_commit.cuh"
 #include "backend/cuda/launch_support.hpp"
+#include "backend/cuda/pending_stats.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/portable/gemm_epilogue.hpp"
@@ -349,24 +350,20 @@ Args args_of(const ConvProblem& p) {
 // Queues `launch(args, stream)`; for integer products around it the statistics record (set to
 // the identity first), then waits for it.
 template <typename Launch>
-GemmStats run(const ConvProblem& p, const char* direction, int device, void* stream,
-              Launch launch) {
+gemm::ExactStats run(const ConvProblem& p, const char* direction, int device, void* stream,
+                     Launch launch) {
   check_problem(p, direction);
   backend::cuda::DeviceGuard guard(device);
   const auto s = static_cast<cudaStream_t>(stream);
   Args a = args_of(p);
   if (p.x.kind == ElementKind::f32) {
     launch(a, s);
-    return portable::gemm_stats_identity();
+    return gemm::known_stats(portable::gemm_stats_identity());
   }
-  backend::cuda::Scratch stats(device, sizeof(GemmStats));
-  GemmStats host = portable::gemm_stats_identity();
-  FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(stats.get(), &host, sizeof host, cudaMemcpyHostToDevice, s));
-  a.stats = static_cast<GemmStats*>(stats.get());
+  backend::cuda::DeviceStatsRecord stats(device, s);
+  a.stats = stats.device_record();
   launch(a, s);
-  FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(&host, stats.get(), sizeof host, cudaMemcpyDeviceToHost, s));
-  FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(s));
-  return host;
+  return stats.finish(p.mode == gemm::EpilogueMode::measure);
 }
 
 template <typename TI, typename TF, typename Acc>
@@ -406,7 +403,7 @@ void launch_update(Args a, cudaStream_t s, int device) {
 
 }  // namespace
 
-GemmStats fprop_cuda(const ConvProblem& p, int device, void* stream) {
+gemm::ExactStats fprop_cuda(const ConvProblem& p, int device, void* stream) {
   return run(p, "fprop", device, stream, [&](const Args& a, cudaStream_t s) {
     if (p.x.kind != ElementKind::f32 &&
         implicit_gemm_cuda(ImplicitDirection::fprop, p, device, s, a.stats))
@@ -422,7 +419,7 @@ GemmStats fprop_cuda(const ConvProblem& p, int device, void* stream) {
   });
 }
 
-GemmStats bprop_cuda(const ConvProblem& p, int device, void* stream) {
+gemm::ExactStats bprop_cuda(const ConvProblem& p, int device, void* stream) {
   if (p.x.kind == ElementKind::u8) internal("bprop", "a u8 filter");
   return run(p, "bprop", device, stream, [&](const Args& a, cudaStream_t s) {
     if (p.x.kind == ElementKind::f32) return launch_bprop<float, float>(a, s, device);
@@ -431,7 +428,7 @@ GemmStats bprop_cuda(const ConvProblem& p, int device, void* stream) {
   });
 }
 
-GemmStats update_cuda(const ConvProblem& p, int device, void* stream) {
+gemm::ExactStats update_cuda(const ConvProblem& p, int device, void* stream) {
   return run(p, "update", device, stream, [&](const Args& a, cudaStream_t s) {
     if (p.x.kind != ElementKind::f32 &&
         implicit_gemm_cuda(ImplicitDirection::update, p, device, s, a.stats))

@@ -6,14 +6,15 @@
 // The problem is the one the CPU kernels take (conv_cpu.hpp), with device pointers.
 #pragma once
 #include "conv/conv_cpu.hpp"
+#include "gemm/exact_output.hpp"
 
 namespace flexkit::conv {
 
-// Each queues one direction on `stream` (a cudaStream_t) of `device`. Integer products wait for
-// and return the merged statistics (EpilogueMode::measure: the measured range); f32 products
+// Each queues one direction on `stream` (a cudaStream_t) of `device`. Integer products return
+// their statistics pending (EpilogueMode::measure: waited for, the measured range); f32 products
 // return gemm_stats_identity() without waiting.
-portable::GemmStats fprop_cuda(const ConvProblem& problem, int device, void* stream);
-portable::GemmStats bprop_cuda(const ConvProblem& problem, int device, void* stream);
-portable::GemmStats update_cuda(const ConvProblem& problem, int device, void* stream);
+gemm::ExactStats fprop_cuda(const ConvProblem& problem, int device, void* stream);
+gemm::ExactStats bprop_cuda(const ConvProblem& problem, int device, void* stream);
+gemm::ExactStats update_cuda(const ConvProblem& problem, int device, void* stream);
 
 }  // namespace flexkit::conv
