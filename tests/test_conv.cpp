@@ -838,6 +838,41 @@ TEST(Conv, LayoutHelpers) {
   EXPECT_THROW(to_conv_layout(Array::zeros({2, 3}, DType::f32, test::device())), ShapeError);
 }
 
+// An empty batch (N = 0), as PyTorch allows: fprop and bprop have empty outputs; update's sums
+// have no terms, so grad_filter becomes beta · grad_filter (zeros for beta = 0).
+TEST(Conv, EmptyBatch) {
+  const Device d = test::device();
+  const Shape in{3, 6, 6, 0}, flt{3, 3, 3, 4};
+  const ConvPlan plan(in, flt, {{1}, {}, {}, {}});
+  ASSERT_EQ(plan.output_shape(), (Shape{4, 6, 6, 0}));
+  const std::int64_t filter_size = 3 * 3 * 3 * 4;
+  for (DType t : {DType::f32, DType::flex16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Array I = Array::zeros(in, t, d), E = Array::zeros(plan.output_shape(), t, d);
+    Array F = Array::zeros(flt, t, d);
+    Array O = Array::zeros(plan.output_shape(), t, d), GI = Array::zeros(in, t, d);
+    plan.fprop(I, F, O);
+    plan.bprop(F, E, GI);
+    std::vector<std::int16_t> m(static_cast<std::size_t>(filter_size));
+    for (std::size_t i = 0; i < m.size(); ++i) m[i] = static_cast<std::int16_t>(2 * i - 100);
+    std::vector<float> v(m.begin(), m.end());
+    Array GF = t == DType::f32 ? Array::from_vector(v, flt, d) : Array::from_flex16(m, 15, flt, d);
+    ConvOptions half;
+    half.beta = 0.5;
+    plan.update(I, E, GF, half);
+    if (t == DType::f32) {
+      const auto got = GF.to_vector<float>();
+      for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], 0.5f * v[i]) << i;
+    } else {
+      const auto got = GF.to_vector<std::int16_t>();
+      for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], m[i] / 2) << i;
+      EXPECT_EQ(GF.stats().max_abs_m, 57);  // (2i − 100) / 2 = i − 50 for i < 108
+    }
+    plan.update(I, E, GF);
+    for (double x : GF.to_doubles()) EXPECT_EQ(x, 0.0);
+  }
+}
+
 // ---- refusals -------------------------------------------------------------------------------
 template <typename E, typename F>
 void expect_error(F&& call, const std::string& needle) {

@@ -14,6 +14,7 @@
 #include "flexkit/conv.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
+#include "flexkit/expr.hpp"
 #include "flexkit/flex16.hpp"
 #include "gemm/exact_output.hpp"
 
@@ -220,6 +221,24 @@ gemm::ExactStats run_kernels(const Direction& d, const ConvProblem& p, Device de
 void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y_in,
          const Array& out, const ConvOptions& o) {
   check_call(d, plan, x, y_in, out, o);
+  if (plan.input_shape().back() == 0) {
+    // An empty batch: fprop's and bprop's outputs are empty; update's sums have no terms, so
+    // grad_filter = beta · grad_filter (as dot does for an empty inner dimension).
+    Array target = out;  // a handle: writes go through to the caller's elements
+    if (out.dtype() == DType::flex16 && o.iwl) target.set_iwl(*o.iwl);
+    if (out.size() == 0) {
+      if (out.dtype() == DType::flex16)
+        gemm::record_flex16_result(out, out.iwl(),
+                                   gemm::known_stats(portable::gemm_stats_identity()));
+      return;
+    }
+    if (o.beta == 0.0) {
+      target.fill(0.0);
+    } else {
+      assign(out, Expr(out) * o.beta);
+    }
+    return;
+  }
   Array y = y_in;
   // update reads E as a K × (M·P·Q·N) matrix: other layouts go through a contiguous copy.
   if (&d == &kUpdate && !collapsed_stride(y, 1, y.rank() - 1)) y = y.contiguous();

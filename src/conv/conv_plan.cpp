@@ -81,8 +81,13 @@ ConvPlan::ConvPlan(const Shape& input_shape, const Shape& filter_shape, const Co
   const std::string shapes =
       cat("input ", axes_text("C", kInputDims, dims_, "N"), " = ", shape_str(input_shape),
           ", filter ", axes_text("C", kFilterDims, dims_, "K"), " = ", shape_str(filter_shape));
-  for (std::int64_t extent : input_shape)
-    if (extent < 1) throw ShapeError(cat("conv: every extent must be at least 1; got ", shapes));
+  // The batch may be empty (as in PyTorch): fprop's and bprop's outputs are then empty and
+  // update's sums have no terms.
+  for (std::size_t i = 0; i + 1 < input_shape.size(); ++i)
+    if (input_shape[i] < 1)
+      throw ShapeError(cat("conv: every extent but the batch must be at least 1; got ", shapes));
+  if (!input_shape.empty() && input_shape.back() < 0)
+    throw ShapeError(cat("conv: the batch must be at least 0; got ", shapes));
   for (std::int64_t extent : filter_shape)
     if (extent < 1) throw ShapeError(cat("conv: every extent must be at least 1; got ", shapes));
   if (input_shape[0] != filter_shape[0])
