@@ -126,8 +126,9 @@ gemm::ExactStats DeviceStatsRecord::finish(bool wait) {
   FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(parts_->slot.host, parts_->record, sizeof(portable::GemmStats),
                                      cudaMemcpyDeviceToHost, stream_));
   FLEXKIT_CUDA_CHECK(cudaEventRecord(parts_->slot.arrived, stream_));
-  auto pending = std::make_shared<PendingRecord>(std::unique_ptr<Parts>(parts_));
+  std::unique_ptr<Parts> owned(parts_);  // from here on released exactly once, even on a throw
   parts_ = nullptr;
+  auto pending = std::make_shared<PendingRecord>(std::move(owned));
   gemm::ExactStats out;
   if (wait) {
     out.value = pending->wait_record();
