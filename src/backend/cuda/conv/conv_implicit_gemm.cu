@@ -308,6 +308,9 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
   const std::int64_t tiles_m = ceil_div(args.m, gk::kWgmmaTileM);
   const std::int64_t tiles_n = ceil_div(args.n, gk::kWgmmaTileN);
   if (tiles_m * tiles_n > INT32_MAX) return false;
+  args.tiles_m = static_cast<int32_t>(tiles_m);
+  args.tiles_n = static_cast<int32_t>(tiles_n);
+  args.stats = device_stats;
   const int sms = backend::cuda::multiprocessors(device);
   if (shallow_fits(setup) && prepared(device, args.b_is_u8 != 0, setup.kernel, true)) {
     // Each CTA owns one tile row and every ctas_per_row-th column tile of it: as many CTAs as
@@ -315,9 +318,6 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     const std::int64_t ctas_per_row = std::max<std::int64_t>(1, std::min(tiles_n, sms / tiles_m));
     args.splits = 1;
     args.k_chunk = args.k;
-    args.tiles_m = static_cast<int32_t>(tiles_m);
-    args.tiles_n = static_cast<int32_t>(tiles_n);
-    args.stats = device_stats;
     if (env_is("FLEXKIT_CONV_LOG", "1"))
       std::fprintf(stderr,
                    "flexkit conv %s: shallow persistent implicit GEMM (m %lld n %lld k %lld, B %s, "
@@ -337,9 +337,6 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
   if (splits > 65535) return false;
   args.splits = static_cast<int32_t>(splits);
   args.raw_stages = gk::wgmma_max_raw_stages(args.b_is_u8 != 0, gk::kWgmmaTileN);
-  args.tiles_m = static_cast<int32_t>(tiles_m);
-  args.tiles_n = static_cast<int32_t>(tiles_n);
-  args.stats = device_stats;
   if (env_is("FLEXKIT_CONV_LOG", "1"))
     std::fprintf(stderr,
                  "flexkit conv %s: implicit GEMM on tensor cores (%lld x m %lld n %lld k %lld, "

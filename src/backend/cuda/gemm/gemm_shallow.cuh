@@ -20,7 +20,6 @@
 // slot (g + 1) % 3; at the tile's last stage, wait for the wgmmas and run the epilogue; wait until
 // stage g + 2 has landed; barrier — the lean kernel's ring, without A.
 #pragma once
-#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -211,7 +210,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       desc_lo + ((a_region - smem_address + warpgroup * 64 * wgmma::kRowBytes) >> 4);
   const uint32_t d_b = desc_lo + ((b_planes - smem_address) >> 4);
   auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
-  // A warpgroup whose 64 rows all lie past the matrix (m ≤ 64) issues no wgmma and no epilogue.
+  // A warpgroup whose 64 rows all lie past the matrix (m ≤ 64) skips the epilogue (it still
+  // issues its wgmmas, on zero-filled rows: see run_stage).
   const bool active = warpgroup == 0 || rows_a > 64;
 
   const int warp_in_group = (threadIdx.x >> 5) & 3;
