@@ -14,13 +14,17 @@
 // - the epilogue works in 32-bit arithmetic (gemm_round_byte_products / gemm_round_int32: at
 //   most 256 products), stores the low 16 bits of each rounded value and keeps its maximum and
 //   minimum; only a tile that holds a value outside the int16 range is stored again, saturated
-//   and counted. Statistics are committed once per CTA.
+//   and counted. Statistics are committed once per CTA;
+// - state that no epilogue reads (the column cursor, the gather of a tile's later stages, the
+//   split's offsets, the statistics so far) waits in shared memory between its uses, which
+//   leaves the rounding more registers for elements in flight (see ThreadStash).
 // The loop per B stage g (stage si of its tile): wgmmas of stage g (plane slot g % 3) with A's
 // resident stage si; copies of stage g + R into raw slot g % R; split of stage g + 1 into plane
 // slot (g + 1) % 3; at the tile's last stage, wait for the wgmmas and run the epilogue; wait until
 // stage g + 2 has landed; barrier — the lean kernel's ring, without A.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "backend/cuda/gemm/gemm_wgmma.cuh"
@@ -32,8 +36,10 @@ inline constexpr int kShallowMaxStages = 4;
 inline constexpr int kShallowAStageBytes = 2 * kPlaneBytes;  // raw int16 stage = its two planes
 static_assert(kShallowAStageBytes == kRawS16Bytes, "A's stages are split in place");
 
-__host__ __device__ constexpr int shallow_raw_slots(bool b_is_u8) {
-  return b_is_u8 ? 8 : 5;
+// The raw ring's depth: whatever shared memory the resident A stages leave (a one-stage K keeps
+// 16 KB of A, so its ring holds seven stages of int16 B in flight, four-stage ones four).
+__host__ __device__ constexpr int shallow_raw_slots(bool b_is_u8, int a_stages) {
+  return b_is_u8 ? 8 : a_stages == 1 ? 7 : 4;
 }
 // The store staging: each warp's 16 rows × 64 columns (half the tile's width) of int16 at a
 // pitch of 144 bytes, so that the accumulator layout's word writes (8 rows × 4 lanes) hit 32
@@ -47,12 +53,23 @@ __host__ __device__ constexpr int shallow_b_raw_bytes(bool b_is_u8) {
 __host__ __device__ constexpr int shallow_b_plane_bytes(bool b_is_u8) {
   return (b_is_u8 ? 1 : 2) * kPlaneBytes;
 }
-__host__ __device__ constexpr int shallow_smem_bytes(bool b_is_u8) {
-  return kShallowMaxStages * kShallowAStageBytes +
-         shallow_raw_slots(b_is_u8) * shallow_b_raw_bytes(b_is_u8) +
-         kDeepPlaneSlots * shallow_b_plane_bytes(b_is_u8) + kShallowStageBytes + kAlignSlack;
+// Per-thread state that every tile needs once but that no epilogue reads — the column cursor's
+// position, the B split's offsets and selectors, the CTA's statistics — is kept in shared memory
+// between its uses (word w of thread t at 4·(w·256 + t): conflict-free). In registers it was
+// live across the epilogue beside the 192 accumulators, which left the rounding about eight
+// registers for its temporaries and so only two elements in flight per warp.
+inline constexpr int kShallowStashWords = 23;
+inline constexpr int kStashCursor = 0, kStashSplit = 6, kStashStats = 10, kStashGather = 13;
+inline constexpr int kShallowStashBytes = kShallowStashWords * kWgmmaThreads * 4;
+__host__ __device__ constexpr int shallow_smem_bytes(bool b_is_u8, int a_stages) {
+  return a_stages * kShallowAStageBytes +
+         shallow_raw_slots(b_is_u8, a_stages) * shallow_b_raw_bytes(b_is_u8) +
+         kDeepPlaneSlots * shallow_b_plane_bytes(b_is_u8) + kShallowStageBytes +
+         kShallowStashBytes + kAlignSlack;
 }
-static_assert(shallow_smem_bytes(false) <= kSmemLimit && shallow_smem_bytes(true) <= kSmemLimit,
+static_assert(shallow_smem_bytes(false, 1) <= kSmemLimit &&
+                  shallow_smem_bytes(false, kShallowMaxStages) <= kSmemLimit &&
+                  shallow_smem_bytes(true, kShallowMaxStages) <= kSmemLimit,
               "over the sm_90 shared-memory limit per block");
 
 // A column (position o over `out`, batch entry n) moved by a fixed step of columns with carries
@@ -87,9 +104,55 @@ struct ColumnCursor {
     o[1] -= carry ? g.out[1] : 0;
     o[0] += d[0] + carry;  // past the last position only where col ≥ columns (never read)
   }
+  // The part that differs between threads (the step is the same in all of them).
+  static constexpr int kPositionWords = 6;
+  __device__ __forceinline__ void save_position(uint32_t (&w)[kPositionWords]) const {
+    w[0] = static_cast<uint32_t>(col);
+    w[1] = static_cast<uint32_t>(static_cast<uint64_t>(col) >> 32);
+    for (int k = 0; k < 3; ++k) w[2 + k] = static_cast<uint32_t>(o[k]);
+    w[5] = static_cast<uint32_t>(n);
+  }
+  __device__ __forceinline__ void load_position(const uint32_t (&w)[kPositionWords]) {
+    col = static_cast<int64_t>((uint64_t(w[1]) << 32) | w[0]);
+    for (int k = 0; k < 3; ++k) o[k] = static_cast<int32_t>(w[2 + k]);
+    n = static_cast<int32_t>(w[5]);
+  }
   __device__ __forceinline__ void position(int64_t (&o64)[3], int64_t& n64) const {
     for (int k = 0; k < 3; ++k) o64[k] = o[k];
     n64 = n;
+  }
+};
+
+// This thread's words of the stash: loads and stores are volatile shared accesses, so the
+// compiler cannot keep a stashed value in a register across the code between them.
+struct ThreadStash {
+  uint32_t at;  // the thread's word 0
+  __device__ __forceinline__ void init(uint32_t region) { at = region + 4u * threadIdx.x; }
+  template <int kWords>
+  __device__ __forceinline__ void save(int first, const uint32_t (&w)[kWords]) const {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) sts32(at + 4u * kWgmmaThreads * (first + i), w[i]);
+  }
+  template <int kWords>
+  __device__ __forceinline__ void load(int first, uint32_t (&w)[kWords]) const {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i] = lds32(at + 4u * kWgmmaThreads * (first + i));
+  }
+  // A trivially copyable object as words.
+  template <typename T>
+  __device__ __forceinline__ void save_object(int first, const T& v) const {
+    static_assert(sizeof(T) % 4 == 0 && std::is_trivially_copyable_v<T>);
+    uint32_t w[sizeof(T) / 4];
+    memcpy(w, &v, sizeof(T));
+    save(first, w);
+  }
+  template <typename T>
+  __device__ __forceinline__ T load_object(int first) const {
+    uint32_t w[sizeof(T) / 4];
+    load(first, w);
+    T v;
+    memcpy(&v, w, sizeof(T));
+    return v;
   }
 };
 
@@ -97,13 +160,14 @@ struct ColumnCursor {
 // CTA b owns tile row b % tiles_m and columns b / tiles_m, + gridDim.x / tiles_m, …
 // The host sends only flex16 outputs with alpha 1, beta 0 and no K split, a unit column stride
 // and 4-byte aligned column pairs, and shifts 16 ≤ scale ≤ 31 (int16 B) or 1 ≤ scale ≤ 31 (u8 B).
-template <bool kBIsU8, bool kAKContig>
+// kAStages: the most stages the A region holds (1 or kShallowMaxStages).
+template <bool kBIsU8, bool kAKContig, int kAStages>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     gemm_shallow_kernel(const __grid_constant__ IntegerGemmArgs p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
   using Splitter = LeanSplitter<kBIsU8, kAKContig, false, kWgmmaTileN>;
-  constexpr int kSlots = shallow_raw_slots(kBIsU8);
+  constexpr int kSlots = shallow_raw_slots(kBIsU8, kAStages);
   constexpr uint32_t kBRawBytes = shallow_b_raw_bytes(kBIsU8);
   constexpr uint32_t kBPlaneBytes = shallow_b_plane_bytes(kBIsU8);
 
@@ -111,13 +175,16 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t smem_address = raw_address + ((1024u - (raw_address & 1023u)) & 1023u);
   const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
-  const uint32_t b_raw = a_region + kShallowMaxStages * kShallowAStageBytes;
+  const uint32_t b_raw = a_region + kAStages * kShallowAStageBytes;
   const uint32_t b_planes = b_raw + kSlots * kBRawBytes;
-  const uint32_t staging =
-      b_planes + kDeepPlaneSlots * kBPlaneBytes + (threadIdx.x >> 5) * 16 * kShallowStagePitch;
+  const uint32_t staging_region = b_planes + kDeepPlaneSlots * kBPlaneBytes;
+  const uint32_t staging = staging_region + (threadIdx.x >> 5) * 16 * kShallowStagePitch;
+  ThreadStash stash;
+  stash.init(staging_region + kShallowStageBytes);
 
   const ConvGather& g = p.gather;
-  const int stages = static_cast<int>(p.k / kWgmmaStageK);
+  // (The host launches the one-stage form only for K of one stage.)
+  const int stages = kAStages == 1 ? 1 : static_cast<int>(p.k / kWgmmaStageK);
   const int tiles_m = p.tiles_m;
   const int tile_m = static_cast<int>(blockIdx.x) % tiles_m;
   const int ctas_per_row = static_cast<int>(gridDim.x) / tiles_m;
@@ -150,19 +217,32 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   ColumnCursor cursor;
   cursor.init(g, GatherCopy<BElement>::chunk_column(int64_t(first_n) * kWgmmaTileN),
               int64_t(ctas_per_row) * kWgmmaTileN);
+  auto save_cursor = [&] {
+    uint32_t w[ColumnCursor::kPositionWords];
+    cursor.save_position(w);
+    stash.save(kStashCursor, w);
+  };
+  save_cursor();
   int issue_stage = 0;
   const BElement* const b_data = static_cast<const BElement*>(p.b.data);
   // Stage `next` of the CTA into raw slot `slot` (next < total: a copy; beyond: an empty group).
   auto issue_next = [&](int next, uint32_t slot) {
     if (next < total) {
       if (issue_stage == 0) {
+        uint32_t w[ColumnCursor::kPositionWords];
+        stash.load(kStashCursor, w);
+        cursor.load_position(w);
         int64_t o64[3], n64;
         cursor.position(o64, n64);
         gather.init_at(g, cursor.col, o64, n64, p.n);
         cursor.advance(g);
+        save_cursor();
         walk.init(g, 0);
+      } else if constexpr (kAStages > 1) {
+        gather = stash.load_object<GatherCopy<BElement>>(kStashGather);
       }
       gather.issue(b_raw + slot, b_data, g, walk, walk.channels(g));
+      if (kAStages > 1 && issue_stage + 1 < stages) stash.save_object(kStashGather, gather);
       walk.advance(g);
       if (++issue_stage == stages) issue_stage = 0;
     }
@@ -173,12 +253,19 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   Splitter splitter;
   splitter.init();
   using SplitRegs = typename Splitter::Regs;
-  auto load_b = [&](uint32_t raw, SplitRegs& r) {
+  using BSplit = decltype(splitter.b);
+  stash.save_object(kStashSplit, splitter.b);
+  // B's split of the raw slot at `raw` into the plane slot at `planes`, its offsets and
+  // selectors from the stash.
+  auto split_b = [&](uint32_t raw, uint32_t planes) {
+    const BSplit b = stash.load_object<BSplit>(kStashSplit);
+    SplitRegs r;
     if constexpr (kBIsU8) {
-      splitter.b.template load<kWgmmaTileN>(raw, r.b);
+      b.template load<kWgmmaTileN>(raw, r.b);
     } else {
-      splitter.b.load(raw, r.b);
+      b.load(raw, r.b);
     }
+    b.store(r.b, planes);
   };
 
   // A's group and B's stage 0 have landed: split A in place (every thread's raw reads of a stage
@@ -192,11 +279,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     __syncthreads();
     splitter.a.store(r.a, stage_address);
   }
-  {
-    SplitRegs r;
-    load_b(b_raw, r);
-    splitter.b.store(r.b, b_planes);
-  }
+  split_b(b_raw, b_planes);
   cp_async_wait<kSlots - 2>();
   wgmma::fence_proxy_async_shared();
   __syncthreads();
@@ -223,8 +306,12 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   // 16-byte stores need 16-byte aligned rows.
   const bool staged = rs % 8 == 0 && reinterpret_cast<uintptr_t>(p.c.data) % 16 == 0;
   const int32_t scale = p.epilogue.scale;
-  int32_t cta_max = 0, cta_min = 0;  // unclamped rounded values of every tile so far
-  uint32_t saturated = 0;            // < 64 per thread and tile
+  // The unclamped extremes of the rounded values of every tile so far and the count of saturated
+  // elements (< 64 per thread and tile), stashed between tiles.
+  {
+    const uint32_t zero[3] = {0, 0, 0};
+    stash.save(kStashStats, zero);
+  }
 
   // Written by every tile's first wgmmas (the `fresh` forms), read by its epilogue.
   // (Value-initialised only to quiet the front end: the first writes make the zeros dead.)
@@ -290,11 +377,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     // Stage + 1 (stale past the end: never read). Read after the copy issue, whose tile changes
     // (the column decode) would otherwise run with these 16 registers live beside 192
     // accumulators.
-    {
-      SplitRegs split_regs;
-      load_b(b_raw + raw_split, split_regs);
-      splitter.b.store(split_regs.b, b_planes + plane_split);
-    }
+    split_b(b_raw + raw_split, b_planes + plane_split);
     raw_issue = raw_split;
     plane_mma = plane_split;
     ++stage;
@@ -325,6 +408,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       const int cols = static_cast<int>(cols_left < kWgmmaTileN ? cols_left : kWgmmaTileN);
       int16_t* const out0 = out_warp + (lane >> 2) * rs + 2 * (lane & 3) + col0;
       int32_t tile_max = 0, tile_min = 0;
+      uint32_t saturated = 0;
       // Accumulators 4j + 2r and 4j + 2r + 1: row + 8r, columns 8j + 2·(lane % 4) + {0, 1}.
       auto store_pair = [&](int j, int r) {
         const int32_t q0 = rounded(4 * j + 2 * r), q1 = rounded(4 * j + 2 * r + 1);
@@ -386,14 +470,22 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
           }
         }
       }
-      cta_max = max(cta_max, tile_max);
-      cta_min = min(cta_min, tile_min);
+      uint32_t stats[3];
+      stash.load(kStashStats, stats);
+      stats[0] = static_cast<uint32_t>(max(static_cast<int32_t>(stats[0]), tile_max));
+      stats[1] = static_cast<uint32_t>(min(static_cast<int32_t>(stats[1]), tile_min));
+      stats[2] += saturated;
+      stash.save(kStashStats, stats);
     }
     stage_barrier();
   }
   cp_async_wait<0>();
 
   // Elements past the matrix are products of zero fill (0), so they move neither extreme.
+  uint32_t words[3];
+  stash.load(kStashStats, words);
+  const int32_t cta_max = static_cast<int32_t>(words[0]), cta_min = static_cast<int32_t>(words[1]);
+  const uint32_t saturated = words[2];
   portable::GemmStats stats = portable::gemm_stats_identity();
   const int32_t top = cta_max < portable::kFlex16MaxM ? cta_max : portable::kFlex16MaxM;
   const int32_t bottom = -cta_min < -portable::kFlex16MinM ? -cta_min : -portable::kFlex16MinM;
@@ -405,21 +497,21 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #endif
 }
 
-template <bool kBIsU8, bool kAKContig>
+template <bool kBIsU8, bool kAKContig, int kAStages>
 bool prepare_shallow_one() {
-  auto kernel = gemm_shallow_kernel<kBIsU8, kAKContig>;
+  auto kernel = gemm_shallow_kernel<kBIsU8, kAKContig, kAStages>;
   cudaFuncAttributes attributes{};
   FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
   FLEXKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          shallow_smem_bytes(kBIsU8)));
+                                          shallow_smem_bytes(kBIsU8, kAStages)));
   return true;
 }
 
-template <bool kBIsU8, bool kAKContig>
+template <bool kBIsU8, bool kAKContig, int kAStages>
 void launch_shallow_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
-  gemm_shallow_kernel<kBIsU8, kAKContig>
-      <<<grid, kWgmmaThreads, shallow_smem_bytes(kBIsU8), stream>>>(args);
+  gemm_shallow_kernel<kBIsU8, kAKContig, kAStages>
+      <<<grid, kWgmmaThreads, shallow_smem_bytes(kBIsU8, kAStages), stream>>>(args);
   FLEXKIT_CUDA_CHECK_LAUNCH("gemm_shallow_kernel");
 }
 
