@@ -254,6 +254,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   splitter.init();
   using SplitRegs = typename Splitter::Regs;
   using BSplit = decltype(splitter.b);
+  // Each stashed object inside its own words.
+  static_assert(ColumnCursor::kPositionWords <= kStashSplit - kStashCursor &&
+                sizeof(BSplit) <= 4 * (kStashStats - kStashSplit) &&
+                sizeof(GatherCopy<BElement>) <= 4 * (kShallowStashWords - kStashGather));
   stash.save_object(kStashSplit, splitter.b);
   // B's split of the raw slot at `raw` into the plane slot at `planes`, its offsets and
   // selectors from the stash.
