@@ -73,6 +73,15 @@ struct IntegerGemmArgs {
   int32_t tiles_m, tiles_n;
   int64_t batch_offset;  // batch entry of blockIdx.z == 0 (launches are chunked along batch)
   unsigned long long* workspace;  // int64 accumulators [batch][m][n], two's complement
+  // Stream-K (the implicit-GEMM kernels; sk_ctas > 0, one CTA per multiprocessor, gridDim.x of
+  // them; flexkit/portable/stream_k.hpp): tiles are numbered batch-major (tile = b · tiles_m ·
+  // tiles_n + grouped index). CTA c runs the whole tiles c, c + gridDim.x, … below
+  // sk_first_tile (a multiple of gridDim.x) and finishes them in place; then CTAs c < sk_ctas
+  // share the stages of the tiles from sk_first_tile to sk_tiles evenly, part i of CTA c storing
+  // its exact sums into the 128 × 128 int64 slot c · sk_parts + i of `workspace`, which
+  // gemm_finish_stream_k_kernel adds up per tile in CTA order.
+  int32_t sk_ctas, sk_parts;
+  int64_t sk_first_tile, sk_tiles;
   portable::GemmStats* stats;
   ConvGather gather;  // the implicit-GEMM kernels only
 };

@@ -27,6 +27,7 @@
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
 #include "backend/cuda/gemm/wgmma_int8.cuh"
+#include "flexkit/portable/stream_k.hpp"
 
 namespace flexkit::backend::cuda::gemm_kernels {
 namespace wgmma_detail {
@@ -449,6 +450,70 @@ __device__ __forceinline__ void grouped_tile(int64_t tile, int64_t tiles_m, int6
   tile_n = in_group / group_m;
 }
 
+// `v`, as a value the compiler cannot see through (so cannot reuse what it computed from it).
+__device__ __forceinline__ int opaque_int(int v) {
+  int r;
+  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
+  return r;
+}
+
+// One piece of a CTA's work: stages [k_begin, k_end) of one output tile, finished in place
+// (partial == nullptr) or added into the tile's int64 slice of the stream-K workspace.
+struct WorkItem {
+  int64_t batch, tile_m, tile_n;
+  int64_t k_begin, k_end;
+  unsigned long long* partial;
+};
+inline constexpr int kStreamKSliceElements = kWgmmaTileM * kWgmmaTileN;
+
+// Tile number t (batch-major, see IntegerGemmArgs::sk_ctas) as batch entry and grouped position.
+__device__ __forceinline__ void decode_tile(const IntegerGemmArgs& p, int64_t t, WorkItem& w) {
+  const int64_t tiles_mn = int64_t(p.tiles_m) * p.tiles_n;
+  const int64_t b = t / tiles_mn;
+  w.batch = p.batch_offset + b;
+  grouped_tile(t - b * tiles_mn, p.tiles_m, p.tiles_n, w.tile_m, w.tile_n);
+}
+
+// This CTA's work item number `index` (0, 1, …); false past its last one. Without stream-K the
+// only item is the grid's: tile blockIdx.x of batch entry blockIdx.z, K split blockIdx.y.
+// Stream-K items are computed from the index alone, so nothing of the schedule stays live across
+// a tile's main loop.
+__device__ __forceinline__ void grid_item(const IntegerGemmArgs& p, WorkItem& w) {
+  w.partial = nullptr;
+  w.batch = p.batch_offset + blockIdx.z;
+  grouped_tile(blockIdx.x, p.tiles_m, p.tiles_n, w.tile_m, w.tile_n);
+  w.k_begin = int64_t(blockIdx.y) * p.k_chunk;
+  w.k_end = p.k < w.k_begin + p.k_chunk ? p.k : w.k_begin + p.k_chunk;
+}
+__device__ __forceinline__ bool stream_k_item(const IntegerGemmArgs& p, int index, WorkItem& w) {
+  if (p.sk_ctas == 0) {
+    if (index > 0) return false;
+    grid_item(p, w);
+    return true;
+  }
+  w.partial = nullptr;
+  const int64_t ctas = gridDim.x;
+  const int64_t whole_rounds = p.sk_first_tile / ctas;
+  if (index < whole_rounds) {
+    decode_tile(p, index * ctas + blockIdx.x, w);
+    w.k_begin = 0;
+    w.k_end = p.k;
+    return true;
+  }
+  const int64_t stages = (p.k + kWgmmaStageK - 1) / kWgmmaStageK;
+  portable::StreamKPart part;
+  if (!portable::stream_k_part(p.sk_tiles - p.sk_first_tile, stages, p.sk_ctas, blockIdx.x,
+                               index - whole_rounds, part))
+    return false;
+  decode_tile(p, p.sk_first_tile + part.tile, w);
+  w.k_begin = part.first_stage * kWgmmaStageK;
+  const int64_t k_end = part.end_stage * kWgmmaStageK;
+  w.k_end = k_end < p.k ? k_end : p.k;
+  w.partial = p.workspace +
+              (int64_t(blockIdx.x) * p.sk_parts + index - whole_rounds) * kStreamKSliceElements;
+  return true;
+}
+
 // The end of a CTA (both kernels): waits for the last wgmmas, combines the byte-product
 // accumulators exactly in int64, parks them in shared memory (reusing the operand ring) and
 // finishes every output element of the tile, or adds it to the split-K workspace.
@@ -457,7 +522,8 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
                                             uint32_t (&acc_hi)[kTileN / 2],
                                             uint32_t (&acc_mid)[kTileN / 2],
                                             uint32_t (&acc_lo)[kTileN / 2], int64_t batch,
-                                            int64_t row0, int64_t col0, int rows_a, int rows_b) {
+                                            int64_t row0, int64_t col0, int rows_a, int rows_b,
+                                            unsigned long long* partial = nullptr) {
   constexpr int kPitch = kTileN + 1;  // kTilePitch for the tile's width
   wgmma::wait_group<0>();
   wgmma::pin_registers(acc_hi);
@@ -476,8 +542,9 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
   // runs the full epilogue per element, ~8 000 instructions per thread for a 128-wide tile,
   // which cost as much as an 18-stage main loop (small-K GEMMs and convolutions).
   const portable::GemmEpilogue& e = p.epilogue;
-  if (p.splits <= 1 && !p.out_is_f32 && !p.measure && e.integer_only && e.scale >= 1 &&
-      e.scale <= 62 && p.k < (int64_t(1) << 32) && rows_a == kWgmmaTileM && rows_b == kTileN) {
+  if (partial == nullptr && p.splits <= 1 && !p.out_is_f32 && !p.measure && e.integer_only &&
+      e.scale >= 1 && e.scale <= 62 && p.k < (int64_t(1) << 32) && rows_a == kWgmmaTileM &&
+      rows_b == kTileN) {
     const int warp_in_group = (threadIdx.x >> 5) & 3;
     const int lane = threadIdx.x & 31;
     const int64_t rs = p.c.row_stride, cs = p.c.col_stride;
@@ -552,7 +619,8 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
 
   // One pass over the tile with consecutive threads along the output's unit stride.
   const bool split = p.splits > 1;
-  const bool columns_fastest = split || p.c.col_stride == 1 || p.c.row_stride != 1;
+  const bool columns_fastest =
+      split || partial != nullptr || p.c.col_stride == 1 || p.c.row_stride != 1;
   portable::GemmStats stats = portable::gemm_stats_identity();
 #pragma unroll 1
   for (int index = threadIdx.x; index < kWgmmaTileM * kTileN; index += kWgmmaThreads) {
@@ -560,13 +628,17 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
     const int c = columns_fastest ? index % kTileN : index / kWgmmaTileM;
     if (r >= rows_a || c >= rows_b) continue;
     const int64_t acc = tile[r * kPitch + c];
-    if (split) {
+    if (partial != nullptr) {
+      // A stream-K part: its exact sums into its own slot (plain stores, every element inside
+      // the matrix; the slot is not cleared beforehand and the finish reads only those).
+      partial[r * kTileN + c] = static_cast<unsigned long long>(acc);
+    } else if (split) {
       add_partial(p, batch, row0 + r, col0 + c, acc);
     } else {
       finish_element(p, batch, row0 + r, col0 + c, acc, stats);
     }
   }
-  if (!split) commit_block_stats(stats, p.stats);
+  if (!split && partial == nullptr) commit_block_stats(stats, p.stats);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1286,212 +1358,264 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   unsigned char* const smem = smem_raw + ((1024u - (raw_address & 1023u)) & 1023u);
   const uint32_t smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
-  int64_t tile_m, tile_n;
-  grouped_tile(blockIdx.x, p.tiles_m, p.tiles_n, tile_m, tile_n);
-  const int64_t batch = p.batch_offset + blockIdx.z;
-  const int64_t row0 = tile_m * kWgmmaTileM;
-  const int64_t col0 = tile_n * kTileN;
-  const int64_t k_begin = int64_t(blockIdx.y) * p.k_chunk;
-  const int64_t k_end = p.k < k_begin + p.k_chunk ? p.k : k_begin + p.k_chunk;
-  const int64_t k_len = k_end - k_begin;
-  const int stage_count = static_cast<int>((k_len + kWgmmaStageK - 1) / kWgmmaStageK);
-  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
-  const int rows_b = static_cast<int>(p.n - col0 < kTileN ? p.n - col0 : kTileN);
-
-  const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
-                                row0 * p.a.row_stride +
-                                (kGather == kGatherTaps ? 0 : k_begin * p.a.k_stride);
-  const BElement* const b_tile = static_cast<const BElement*>(p.b.data) + batch * p.b.batch_stride +
-                                 col0 * p.b.row_stride + k_begin * p.b.k_stride;
-  const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
-  const int64_t b_ld = kBKContig ? p.b.row_stride : p.b.k_stride;
-  const int64_t a_stage_step = kWgmmaStageK * p.a.k_stride;
-  const int64_t b_stage_step = kWgmmaStageK * p.b.k_stride;
-  auto k_valid = [&](int stage) {
-    const int64_t left = k_len - int64_t(stage) * kWgmmaStageK;
-    return static_cast<int>(left < kWgmmaStageK ? left : kWgmmaStageK);
+  // The CTA's work items: one tile (and K split) of the grid, or a stream-K schedule (the
+  // implicit-GEMM kernels only; see IntegerGemmArgs::sk_ctas). A stream-K item is decoded by one
+  // thread into shared memory and read back (volatile) where it is used, so nothing of it stays
+  // in registers across the main loop beside the 192 accumulators.
+  [[maybe_unused]] __shared__ WorkItem shared_item;
+  [[maybe_unused]] __shared__ int shared_has_item;
+  auto read_item = [&] {
+    WorkItem w;
+    const volatile WorkItem& v = shared_item;
+    w.batch = v.batch;
+    w.tile_m = v.tile_m;
+    w.tile_n = v.tile_n;
+    w.k_begin = v.k_begin;
+    w.k_end = v.k_end;
+    w.partial = v.partial;
+    return w;
   };
+#pragma unroll 1
+  for (int item_index = 0;; ++item_index) {
+    WorkItem item;
+    if constexpr (kGather == kGatherNone) {
+      if (item_index > 0) break;
+      grid_item(p, item);
+    } else {
+      __syncthreads();  // the previous item's end has read shared memory and shared_item
+      if (threadIdx.x == 0) {
+        WorkItem w;
+        const bool has = stream_k_item(p, item_index, w);
+        *static_cast<volatile int*>(&shared_has_item) = has ? 1 : 0;
+        if (has) {
+          volatile WorkItem& v = shared_item;
+          v.batch = w.batch;
+          v.tile_m = w.tile_m;
+          v.tile_n = w.tile_n;
+          v.k_begin = w.k_begin;
+          v.k_end = w.k_end;
+          v.partial = w.partial;
+        }
+      }
+      __syncthreads();
+      if (*static_cast<volatile int*>(&shared_has_item) == 0) break;
+      item = read_item();
+    }
+    const int64_t batch = item.batch;
+    const int64_t row0 = item.tile_m * kWgmmaTileM;
+    const int64_t col0 = item.tile_n * kTileN;
+    const int64_t k_begin = item.k_begin;
+    const int64_t k_len = item.k_end - k_begin;
+    const int stage_count = static_cast<int>((k_len + kWgmmaStageK - 1) / kWgmmaStageK);
+    const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
+    const int rows_b = static_cast<int>(p.n - col0 < kTileN ? p.n - col0 : kTileN);
 
-  // Copies: unguarded while the whole tile is inside the matrix and the stage is full (decided
-  // once per stage, uniformly for the CTA); the guarded copies only at edges and the K tail.
-  const bool interior = rows_a == kWgmmaTileM && rows_b == kTileN && !p.guarded_copies;
-  const int full_stages = static_cast<int>(k_len / kWgmmaStageK);
-  LeanCopy<int16_t, kAKContig, kWgmmaTileM> a_copy;
-  LeanCopy<BElement, kBKContig, kTileN> b_copy;
-  a_copy.init(a_tile, a_ld);
-  b_copy.init(b_tile, b_ld);
-  const int64_t a_stage_bytes = a_stage_step * int64_t(sizeof(int16_t));
-  const int64_t b_stage_bytes = b_stage_step * int64_t(sizeof(BElement));
-  const uint32_t raw_ring = smem_address + kRawRing;
-  const uint32_t raw_ring_bytes = uint32_t(raw_stages) * kRawBytes;
-  // Stages are issued strictly in order, so the fast path's pointers advance once per issue.
-  [[maybe_unused]] GatherCopy<BElement> gather;
-  [[maybe_unused]] TapWalk walk;
-  [[maybe_unused]] int64_t a_first = 0;  // bytes from a stage's first element to a_copy's chunk 0
-  [[maybe_unused]] GatherKCopy<BElement> gather_k;
-  [[maybe_unused]] const BElement* const b_rows =
-      static_cast<const BElement*>(p.b.data) + col0 * p.gather.channel_stride;
-  if constexpr (kGather == kGatherUpdate) gather_k.init(p.gather, batch, k_begin, k_len);
-  if constexpr (kGather == kGatherTaps) {
-    gather.init(p.gather, col0, p.n);
-    walk.init(p.gather, k_begin / kWgmmaStageK);
-    a_first = a_copy.src - reinterpret_cast<const unsigned char*>(a_tile);
-  }
-  auto issue_stage = [&](int stage, uint32_t slot) {
-    const uint32_t raw = raw_ring + slot;
-    if constexpr (kGather == kGatherUpdate) {
-      if (rows_a == kWgmmaTileM && stage < full_stages && !p.guarded_copies) {
+    const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
+                                  row0 * p.a.row_stride +
+                                  (kGather == kGatherTaps ? 0 : k_begin * p.a.k_stride);
+    const BElement* const b_tile = static_cast<const BElement*>(p.b.data) +
+                                   batch * p.b.batch_stride + col0 * p.b.row_stride +
+                                   k_begin * p.b.k_stride;
+    const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
+    const int64_t b_ld = kBKContig ? p.b.row_stride : p.b.k_stride;
+    const int64_t a_stage_step = kWgmmaStageK * p.a.k_stride;
+    const int64_t b_stage_step = kWgmmaStageK * p.b.k_stride;
+    auto k_valid = [&](int stage) {
+      const int64_t left = k_len - int64_t(stage) * kWgmmaStageK;
+      return static_cast<int>(left < kWgmmaStageK ? left : kWgmmaStageK);
+    };
+
+    // Copies: unguarded while the whole tile is inside the matrix and the stage is full (decided
+    // once per stage, uniformly for the CTA); the guarded copies only at edges and the K tail.
+    const bool interior = rows_a == kWgmmaTileM && rows_b == kTileN && !p.guarded_copies;
+    const int full_stages = static_cast<int>(k_len / kWgmmaStageK);
+    LeanCopy<int16_t, kAKContig, kWgmmaTileM> a_copy;
+    LeanCopy<BElement, kBKContig, kTileN> b_copy;
+    a_copy.init(a_tile, a_ld);
+    b_copy.init(b_tile, b_ld);
+    const int64_t a_stage_bytes = a_stage_step * int64_t(sizeof(int16_t));
+    const int64_t b_stage_bytes = b_stage_step * int64_t(sizeof(BElement));
+    const uint32_t raw_ring = smem_address + kRawRing;
+    const uint32_t raw_ring_bytes = uint32_t(raw_stages) * kRawBytes;
+    // Stages are issued strictly in order, so the fast path's pointers advance once per issue.
+    [[maybe_unused]] GatherCopy<BElement> gather;
+    [[maybe_unused]] TapWalk walk;
+    [[maybe_unused]] int64_t a_first = 0;  // bytes from a stage's first element to a_copy's chunk 0
+    [[maybe_unused]] GatherKCopy<BElement> gather_k;
+    [[maybe_unused]] const BElement* const b_rows =
+        static_cast<const BElement*>(p.b.data) + col0 * p.gather.channel_stride;
+    if constexpr (kGather == kGatherUpdate) gather_k.init(p.gather, batch, k_begin, k_len);
+    if constexpr (kGather == kGatherTaps) {
+      gather.init(p.gather, col0, p.n);
+      walk.init(p.gather, k_begin / kWgmmaStageK);
+      a_first = a_copy.src - reinterpret_cast<const unsigned char*>(a_tile);
+    }
+    auto issue_stage = [&](int stage, uint32_t slot) {
+      const uint32_t raw = raw_ring + slot;
+      if constexpr (kGather == kGatherUpdate) {
+        if (rows_a == kWgmmaTileM && stage < full_stages && !p.guarded_copies) {
+          a_copy.issue(raw);
+        } else {
+          copy_raw_stage<int16_t, kAKContig>(raw, a_tile + stage * a_stage_step, a_ld, rows_a,
+                                             k_valid(stage));
+        }
+        a_copy.src += a_stage_bytes;
+        gather_k.issue(raw + kRawS16Bytes, b_rows, p.gather, rows_b);
+        return;
+      }
+      if constexpr (kGather == kGatherTaps) {
+        const int channels = walk.channels(p.gather);
+        const int64_t a_offset = walk.a_offset;
+        if (rows_a == kWgmmaTileM && channels == kWgmmaStageK && !p.guarded_copies) {
+          a_copy.src = reinterpret_cast<const unsigned char*>(a_tile + a_offset) + a_first;
+          a_copy.issue(raw);
+        } else {
+          copy_raw_stage<int16_t, kAKContig>(raw, a_tile + a_offset, a_ld, rows_a, channels);
+        }
+        gather.issue(raw + kRawS16Bytes, static_cast<const BElement*>(p.b.data), p.gather, walk,
+                     channels);
+        walk.advance(p.gather);
+        return;
+      }
+      if (interior && stage < full_stages) {
         a_copy.issue(raw);
+        b_copy.issue(raw + kRawS16Bytes);
       } else {
         copy_raw_stage<int16_t, kAKContig>(raw, a_tile + stage * a_stage_step, a_ld, rows_a,
                                            k_valid(stage));
+        copy_raw_stage<BElement, kBKContig, kTileN>(
+            raw + kRawS16Bytes, b_tile + stage * b_stage_step, b_ld, rows_b, k_valid(stage));
       }
       a_copy.src += a_stage_bytes;
-      gather_k.issue(raw + kRawS16Bytes, b_rows, p.gather, rows_b);
-      return;
-    }
-    if constexpr (kGather == kGatherTaps) {
-      const int channels = walk.channels(p.gather);
-      const int64_t a_offset = walk.a_offset;
-      if (rows_a == kWgmmaTileM && channels == kWgmmaStageK && !p.guarded_copies) {
-        a_copy.src = reinterpret_cast<const unsigned char*>(a_tile + a_offset) + a_first;
-        a_copy.issue(raw);
-      } else {
-        copy_raw_stage<int16_t, kAKContig>(raw, a_tile + a_offset, a_ld, rows_a, channels);
-      }
-      gather.issue(raw + kRawS16Bytes, static_cast<const BElement*>(p.b.data), p.gather, walk,
-                   channels);
-      walk.advance(p.gather);
-      return;
-    }
-    if (interior && stage < full_stages) {
-      a_copy.issue(raw);
-      b_copy.issue(raw + kRawS16Bytes);
-    } else {
-      copy_raw_stage<int16_t, kAKContig>(raw, a_tile + stage * a_stage_step, a_ld, rows_a,
-                                         k_valid(stage));
-      copy_raw_stage<BElement, kBKContig, kTileN>(raw + kRawS16Bytes, b_tile + stage * b_stage_step,
-                                                  b_ld, rows_b, k_valid(stage));
-    }
-    a_copy.src += a_stage_bytes;
-    b_copy.src += b_stage_bytes;
-  };
+      b_copy.src += b_stage_bytes;
+    };
 
-  // Split: the per-thread offsets of the transposing loaders once per CTA.
-  LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN> splitter;
-  using SplitRegs = typename LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN>::Regs;
-  // A's raw words across the wgmma and copy issue cost 16 registers there; where ptxas then
-  // spills (the wide u8 tile with B n-contiguous: 2 · 96 accumulators and three transposing
-  // splitters' offsets) the stage is split A then B, just the extra rows balanced.
-  constexpr bool kLoadAEarly = !(kBIsU8 && kTileN > kWgmmaTileN && !kBKContig);
-  splitter.init();
-  auto split_stage = [&](uint32_t raw_slot, uint32_t plane_slot) {
-    const uint32_t raw_address = smem_address + kRawRing + raw_slot;
-    const uint32_t base_address = smem_address + plane_slot;
-    SplitRegs regs;
-    splitter.load(raw_address, regs);
-    splitter.store(regs, base_address);
-  };
+    // Split: the per-thread offsets of the transposing loaders once per CTA.
+    LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN> splitter;
+    using SplitRegs = typename LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN>::Regs;
+    // A's raw words across the wgmma and copy issue cost 16 registers there; where ptxas then
+    // spills (the wide u8 tile with B n-contiguous: 2 · 96 accumulators and three transposing
+    // splitters' offsets) the stage is split A then B, just the extra rows balanced.
+    constexpr bool kLoadAEarly = !(kBIsU8 && kTileN > kWgmmaTileN && !kBKContig);
+    splitter.init();
+    auto split_stage = [&](uint32_t raw_slot, uint32_t plane_slot) {
+      const uint32_t raw_address = smem_address + kRawRing + raw_slot;
+      const uint32_t base_address = smem_address + plane_slot;
+      SplitRegs regs;
+      splitter.load(raw_address, regs);
+      splitter.store(regs, base_address);
+    };
 
-  // Descriptors of plane slot 0 (low words; the high word is the same for all), advanced per
-  // stage and k step by adding (byte offset >> 4): addresses stay below 2^18, so the 14-bit
-  // start-address field never carries into the leading-offset field.
-  const int warpgroup = threadIdx.x >> 7;
-  const uint32_t a_rows_offset = warpgroup * 64 * wgmma::kRowBytes;
-  const uint64_t desc0 = wgmma::descriptor(smem_address);
-  const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
-  const uint32_t desc_lo = static_cast<uint32_t>(desc0);
-  const uint32_t d_a_hi = desc_lo + ((kAHi + a_rows_offset) >> 4);
-  const uint32_t d_a_lo = desc_lo + ((kALo + a_rows_offset) >> 4);
-  const uint32_t d_b_hi = desc_lo + (kBHi >> 4);
-  const uint32_t d_b_lo = desc_lo + (kBLo >> 4);
-  auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
+    // Descriptors of plane slot 0 (low words; the high word is the same for all), advanced per
+    // stage and k step by adding (byte offset >> 4): addresses stay below 2^18, so the 14-bit
+    // start-address field never carries into the leading-offset field.
+    const int warpgroup = threadIdx.x >> 7;
+    const uint32_t a_rows_offset = warpgroup * 64 * wgmma::kRowBytes;
+    const uint64_t desc0 = wgmma::descriptor(smem_address);
+    const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
+    const uint32_t desc_lo = static_cast<uint32_t>(desc0);
+    const uint32_t d_a_hi = desc_lo + ((kAHi + a_rows_offset) >> 4);
+    const uint32_t d_a_lo = desc_lo + ((kALo + a_rows_offset) >> 4);
+    const uint32_t d_b_hi = desc_lo + (kBHi >> 4);
+    const uint32_t d_b_lo = desc_lo + (kBLo >> 4);
+    auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
 
-  uint32_t acc_hi[kAccs], acc_mid[kAccs], acc_lo[kAccs];
+    uint32_t acc_hi[kAccs], acc_mid[kAccs], acc_lo[kAccs];
 #pragma unroll
-  for (int i = 0; i < kAccs; ++i) acc_hi[i] = acc_lo[i] = 0;
-  if constexpr (!kBIsU8) {
+    for (int i = 0; i < kAccs; ++i) acc_hi[i] = acc_lo[i] = 0;
+    if constexpr (!kBIsU8) {
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
-  }
+      for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
+    }
 
-  for (int stage = 0; stage < raw_stages; ++stage) {
-    if (stage < stage_count) issue_stage(stage, uint32_t(stage) * kRawBytes);
-    cp_async_commit();
-  }
-  cp_async_wait_dynamic(raw_stages - 1);
-  __syncthreads();
-  split_stage(0, 0);
-  cp_async_wait_dynamic(raw_stages - 2);
-  wgmma::fence_proxy_async_shared();
-  __syncthreads();
-
-  // Ring positions as byte offsets: raw_issue holds stage s + R (= s % R), raw_split stage
-  // s + 1, plane_mma stage s (s % 3), plane_split stage s + 1.
-  uint32_t raw_issue = 0, raw_split = kRawBytes;  // raw_stages ≥ 2
-  uint32_t plane_mma = 0, plane_split = kStageBytes;
-#pragma unroll 1
-  for (int stage = 0; stage < stage_count; ++stage) {
-    const uint32_t slot = plane_mma >> 4;
-    // Stage s + 1's raw slot is complete since the barrier that ended iteration s − 1
-    // (cp.async.wait + __syncthreads), so its A words can be read before anything else here.
-    // The last iteration splits too (stale raw bytes into plane slot (s + 1) % 3, which no
-    // wgmma reads any more, and finish_tile reuses the shared memory only after the final
-    // barrier): a load and a store under a `stage + 1 < stage_count` guard made nvcc thread that
-    // branch through the wgmma and copy code between them, six copies of the loop body.
-    SplitRegs split_regs;
-    const uint32_t split_raw = smem_address + kRawRing + raw_split;
-    if constexpr (kLoadAEarly) splitter.load_a(split_raw, split_regs);
-    wgmma::fence();
-#pragma unroll
-    for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
-      const uint32_t step = slot + 2 * ks;  // 32 bytes along the 64-byte row, >> 4
-      const uint64_t a_hi = desc(d_a_hi + step);
-      const uint64_t a_lo = desc(d_a_lo + step);
-      const uint64_t b_hi = desc(d_b_hi + step);
-      if constexpr (kBIsU8 && kTileN == kWideTileN) {
-        wgmma::wgmma_m64n192k32_s8u8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n192k32_u8u8(acc_lo, a_lo, b_hi);
-      } else if constexpr (kBIsU8) {
-        wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
-      } else {
-        const uint64_t b_lo = desc(d_b_lo + step);
-        wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
-        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
-        wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
-      }
+    for (int stage = 0; stage < raw_stages; ++stage) {
+      if (stage < stage_count) issue_stage(stage, uint32_t(stage) * kRawBytes);
+      cp_async_commit();
     }
-    wgmma::commit_group();
-    if (stage + raw_stages < stage_count) issue_stage(stage + raw_stages, raw_issue);
-    cp_async_commit();
-    const uint32_t planes = smem_address + plane_split;
-    if constexpr (kLoadAEarly) {
-      splitter.load_b(split_raw, split_regs);
-      splitter.store(split_regs, planes);
-    } else {
-      splitter.load_a(split_raw, split_regs);
-      splitter.store_a(split_regs, planes);
-      splitter.load_b(split_raw, split_regs);
-      splitter.store_b(split_regs, planes);
-    }
-    raw_issue = raw_issue + kRawBytes == raw_ring_bytes ? 0u : raw_issue + kRawBytes;
-    raw_split = raw_split + kRawBytes == raw_ring_bytes ? 0u : raw_split + kRawBytes;
-    plane_mma = plane_split;
-    plane_split = plane_split + kStageBytes == kPlaneRingBytes ? 0u : plane_split + kStageBytes;
-    // The default depth (the deepest that fits) waits with one instruction, not a switch.
-    if (raw_stages == kDefaultRing) {
-      cp_async_wait<kDefaultRing - 2>();
-    } else {
-      cp_async_wait_dynamic(raw_stages - 2);
-    }
-    wgmma::wait_group<1>();
+    cp_async_wait_dynamic(raw_stages - 1);
+    __syncthreads();
+    split_stage(0, 0);
+    cp_async_wait_dynamic(raw_stages - 2);
     wgmma::fence_proxy_async_shared();
     __syncthreads();
+
+    // Ring positions as byte offsets: raw_issue holds stage s + R (= s % R), raw_split stage
+    // s + 1, plane_mma stage s (s % 3), plane_split stage s + 1.
+    uint32_t raw_issue = 0, raw_split = kRawBytes;  // raw_stages ≥ 2
+    uint32_t plane_mma = 0, plane_split = kStageBytes;
+#pragma unroll 1
+    for (int stage = 0; stage < stage_count; ++stage) {
+      const uint32_t slot = plane_mma >> 4;
+      // Stage s + 1's raw slot is complete since the barrier that ended iteration s − 1
+      // (cp.async.wait + __syncthreads), so its A words can be read before anything else here.
+      // The last iteration splits too (stale raw bytes into plane slot (s + 1) % 3, which no
+      // wgmma reads any more, and finish_tile reuses the shared memory only after the final
+      // barrier): a load and a store under a `stage + 1 < stage_count` guard made nvcc thread that
+      // branch through the wgmma and copy code between them, six copies of the loop body.
+      SplitRegs split_regs;
+      const uint32_t split_raw = smem_address + kRawRing + raw_split;
+      if constexpr (kLoadAEarly) splitter.load_a(split_raw, split_regs);
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
+        const uint32_t step = slot + 2 * ks;  // 32 bytes along the 64-byte row, >> 4
+        const uint64_t a_hi = desc(d_a_hi + step);
+        const uint64_t a_lo = desc(d_a_lo + step);
+        const uint64_t b_hi = desc(d_b_hi + step);
+        if constexpr (kBIsU8 && kTileN == kWideTileN) {
+          wgmma::wgmma_m64n192k32_s8u8(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n192k32_u8u8(acc_lo, a_lo, b_hi);
+        } else if constexpr (kBIsU8) {
+          wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
+        } else {
+          const uint64_t b_lo = desc(d_b_lo + step);
+          wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
+          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
+          wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+        }
+      }
+      wgmma::commit_group();
+      if (stage + raw_stages < stage_count) issue_stage(stage + raw_stages, raw_issue);
+      cp_async_commit();
+      const uint32_t planes = smem_address + plane_split;
+      if constexpr (kLoadAEarly) {
+        splitter.load_b(split_raw, split_regs);
+        splitter.store(split_regs, planes);
+      } else {
+        splitter.load_a(split_raw, split_regs);
+        splitter.store_a(split_regs, planes);
+        splitter.load_b(split_raw, split_regs);
+        splitter.store_b(split_regs, planes);
+      }
+      raw_issue = raw_issue + kRawBytes == raw_ring_bytes ? 0u : raw_issue + kRawBytes;
+      raw_split = raw_split + kRawBytes == raw_ring_bytes ? 0u : raw_split + kRawBytes;
+      plane_mma = plane_split;
+      plane_split = plane_split + kStageBytes == kPlaneRingBytes ? 0u : plane_split + kStageBytes;
+      // The default depth (the deepest that fits) waits with one instruction, not a switch.
+      if (raw_stages == kDefaultRing) {
+        cp_async_wait<kDefaultRing - 2>();
+      } else {
+        cp_async_wait_dynamic(raw_stages - 2);
+      }
+      wgmma::wait_group<1>();
+      wgmma::fence_proxy_async_shared();
+      __syncthreads();
+    }
+    cp_async_wait<0>();
+    if constexpr (kGather == kGatherNone) {
+      finish_tile<kBIsU8, kTileN>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a,
+                                  rows_b);
+    } else {
+      const WorkItem end = read_item();
+      const int64_t end_row0 = end.tile_m * kWgmmaTileM, end_col0 = end.tile_n * kTileN;
+      finish_tile<kBIsU8, kTileN>(
+          p, smem, acc_hi, acc_mid, acc_lo, end.batch, end_row0, end_col0,
+          static_cast<int>(p.m - end_row0 < kWgmmaTileM ? p.m - end_row0 : kWgmmaTileM),
+          static_cast<int>(p.n - end_col0 < kTileN ? p.n - end_col0 : kTileN), end.partial);
+    }
   }
-  cp_async_wait<0>();
-  finish_tile<kBIsU8, kTileN>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a, rows_b);
 #elif defined(__CUDA_ARCH__)
   __trap();  // the PTX fallback: never launched (prepare_wgmma reports false)
 #endif
