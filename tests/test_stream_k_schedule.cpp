@@ -136,28 +136,14 @@ TEST(StreamKSchedule, ResNetLayersOnAnH200) {
   const portable::StreamKSchedule u = portable::stream_k_schedule(36, 196, 132, kMaxStages);
   EXPECT_EQ(u.first_shared_tile, 0);
   EXPECT_EQ(u.sharing_ctas, 132);
-  // 3×3 update at 28×28 and 56×56: 9 tiles deeper than one CTA may run (784 and 3136 stages),
-  // shared in parts of 53-54 and 213-214 stages.
-  for (const std::int64_t stages : {784, 3136}) {
-    const portable::StreamKSchedule d = portable::stream_k_schedule(9, stages, 132, kMaxStages);
-    ASSERT_EQ(d.sharing_ctas, 132);
-    const Replay deep = replay(9, stages, 132, d);
-    for (const int c : deep.covered) ASSERT_EQ(c, 1);
-    const auto [dlo, dhi] = std::minmax_element(deep.per_cta.begin(), deep.per_cta.end());
-    EXPECT_EQ(*dlo, 9 * stages / 132);
-    EXPECT_LE(*dhi, *dlo + 1);
-    EXPECT_LE(*dhi, kMaxStages);
-  }
 }
 
 TEST(StreamKSchedule, OffWhereItCannotHelp) {
   EXPECT_EQ(portable::stream_k_schedule(264, 36, 132, kMaxStages).sharing_ctas, 0);  // 2 rounds
   // 3×3 C128 28×28 fprop: 392 tiles of 18 stages fill three rounds to 99 %.
   EXPECT_EQ(portable::stream_k_schedule(392, 18, 132, kMaxStages).sharing_ctas, 0);
-  // A whole tile past the int32 bound, or parts that would be.
-  EXPECT_EQ(portable::stream_k_schedule(200, 513, 132, kMaxStages).sharing_ctas, 0);
-  EXPECT_EQ(portable::stream_k_schedule(1, 100000, 132, kMaxStages).sharing_ctas, 0);
-  EXPECT_EQ(portable::stream_k_schedule(100, 3, 132, kMaxStages).sharing_ctas, 0);  // shallow
+  EXPECT_EQ(portable::stream_k_schedule(100, 513, 132, kMaxStages).sharing_ctas, 0);  // int32
+  EXPECT_EQ(portable::stream_k_schedule(100, 3, 132, kMaxStages).sharing_ctas, 0);    // shallow
   EXPECT_EQ(portable::stream_k_schedule(0, 36, 132, kMaxStages).sharing_ctas, 0);
   // Few leftover stages: fewer CTAs share them, each at least the minimum.
   const portable::StreamKSchedule s = portable::stream_k_schedule(133, 8, 132, kMaxStages);
