@@ -38,39 +38,96 @@ std::int64_t block_positions(std::int64_t rows, std::int64_t N, std::int64_t pos
   return std::clamp<std::int64_t>(kLoweredBlockBytes / per_position, 1, positions);
 }
 
-// Lowered rows of gradient E for bprop, row = ((k·taps + tap)·phases + phase) where the phase
-// (u0, u1, u2) picks one of the up³ upscaled copies of an input element; columns = input
-// positions [p0, p1) (row-major over D, H, W) × N. Summing the copies inside the reduction keeps
-// the whole gradient one exact sum.
+// bprop gathers: gradI at input position x sums, over the (k, tap, phase) rows, the gradient
+// at the output position that reads x through that tap (phase: which of the up³ upscaled copies
+// of x). With a stride above 1 a row reaches an output only where (x·up + u + pad − t·dil) is a
+// multiple of the stride, which fixes x modulo the stride: the input positions fall into
+// str0·str1·str2 residue classes, and each class has its own reaching rows; the others lower to
+// zeros for the whole class (about three of four rows for a 3×3 filter at a 2-d stride of 2). So
+// each class runs as its own GEMM over its reaching rows only. With stride 1 there is one class
+// holding every position and every row.
+struct ResidueClass {
+  std::int64_t first[3], count[3];
+  std::int64_t positions() const { return count[0] * count[1] * count[2]; }
+};
+
+ResidueClass residue_class(const Geometry& g, std::int64_t index) {
+  ResidueClass rc;
+  for (int d = 2; d >= 0; --d) {
+    rc.first[d] = index % g.str[d];
+    index /= g.str[d];
+    rc.count[d] = g.in[d] > rc.first[d] ? (g.in[d] - rc.first[d] + g.str[d] - 1) / g.str[d] : 0;
+  }
+  return rc;
+}
+
+std::int64_t residue_classes(const Geometry& g) {
+  return g.str[0] * g.str[1] * g.str[2];
+}
+
+// The rows ((k·taps + tap)·phases + phase), in order, that reach an output position from rc.
+std::vector<std::int64_t> reaching_rows(const Geometry& g, const ResidueClass& rc) {
+  const std::int64_t taps = g.taps(), phases = g.upscale_phases();
+  auto reaches = [&](int d, std::int64_t t, std::int64_t u) {
+    const std::int64_t num = rc.first[d] * g.up[d] + u + g.pad[d] - t * g.dil[d];
+    return ((num % g.str[d]) + g.str[d]) % g.str[d] == 0;
+  };
+  std::vector<std::int64_t> rows;
+  for (std::int64_t k = 0; k < g.K; ++k)
+    for (std::int64_t tap = 0; tap < taps; ++tap)
+      for (std::int64_t ph = 0; ph < phases; ++ph) {
+        const std::int64_t t = tap / (g.flt[1] * g.flt[2]), r = (tap / g.flt[2]) % g.flt[1],
+                           s = tap % g.flt[2];
+        const std::int64_t u0 = ph / (g.up[1] * g.up[2]), u1 = (ph / g.up[2]) % g.up[1],
+                           u2 = ph % g.up[2];
+        if (reaches(0, t, u0) && reaches(1, r, u1) && reaches(2, s, u2))
+          rows.push_back((k * taps + tap) * phases + ph);
+      }
+  return rows;
+}
+
+// The input position (row-major over D, H, W) of class position j.
+std::int64_t class_position(const Geometry& g, const ResidueClass& rc, std::int64_t j) {
+  const std::int64_t jw = j % rc.count[2], jh = (j / rc.count[2]) % rc.count[1],
+                     jd = j / (rc.count[2] * rc.count[1]);
+  const std::int64_t d = rc.first[0] + jd * g.str[0], h = rc.first[1] + jh * g.str[1],
+                     w = rc.first[2] + jw * g.str[2];
+  return (d * g.in[1] + h) * g.in[2] + w;
+}
+
+// Lowered rows [r0, r1) of `rows` of gradient E; columns = class positions [j0, j1) × N.
 template <typename T>
-void lower_gradient(const Geometry& g, const Operand& e, std::int64_t r0, std::int64_t r1,
-                    std::int64_t p0, std::int64_t p1, T* dst, std::int64_t ld) {
+void lower_gradient(const Geometry& g, const Operand& e, const ResidueClass& rc,
+                    const std::vector<std::int64_t>& rows, std::int64_t r0, std::int64_t r1,
+                    std::int64_t j0, std::int64_t j1, T* dst, std::int64_t ld) {
   const T* base = operand_data<T>(e);
   const std::int64_t taps = g.taps(), phases = g.upscale_phases(), N = g.N;
-  const std::int64_t H = g.in[1], W = g.in[2];
-  for (std::int64_t row = r0; row < r1; ++row) {
+  for (std::int64_t i = r0; i < r1; ++i) {
+    const std::int64_t row = rows[static_cast<std::size_t>(i)];
     const std::int64_t k = row / (taps * phases), tap = (row / phases) % taps, ph = row % phases;
     const std::int64_t t = tap / (g.flt[1] * g.flt[2]), r = (tap / g.flt[2]) % g.flt[1],
                        s = tap % g.flt[2];
     const std::int64_t u0 = ph / (g.up[1] * g.up[2]), u1 = (ph / g.up[2]) % g.up[1],
                        u2 = ph % g.up[2];
-    T* out = dst + (row - r0) * ld;
+    T* out = dst + (i - r0) * ld;
     const T* channel = base + k * e.stride[0];
-    std::int64_t w = p0 % W, h = (p0 / W) % H, d = p0 / (H * W);
-    for (std::int64_t pos = p0; pos < p1; ++pos, out += N) {
-      const std::int64_t o0 = output_index(g, 0, d, u0, t), o1 = output_index(g, 1, h, u1, r),
-                         o2 = output_index(g, 2, w, u2, s);
+    std::int64_t jw = j0 % rc.count[2], jh = (j0 / rc.count[2]) % rc.count[1],
+                 jd = j0 / (rc.count[2] * rc.count[1]);
+    for (std::int64_t j = j0; j < j1; ++j, out += N) {
+      const std::int64_t o0 = output_index(g, 0, rc.first[0] + jd * g.str[0], u0, t),
+                         o1 = output_index(g, 1, rc.first[1] + jh * g.str[1], u1, r),
+                         o2 = output_index(g, 2, rc.first[2] + jw * g.str[2], u2, s);
       if (o0 < 0 || o1 < 0 || o2 < 0) {
         zero_run(out, N);
       } else {
         copy_run(out, channel + o0 * e.stride[1] + o1 * e.stride[2] + o2 * e.stride[3], e.stride[4],
                  N);
       }
-      if (++w == W) {
-        w = 0;
-        if (++h == H) {
-          h = 0;
-          ++d;
+      if (++jw == rc.count[2]) {
+        jw = 0;
+        if (++jh == rc.count[1]) {
+          jh = 0;
+          ++jd;
         }
       }
     }
@@ -142,122 +199,6 @@ GemmStats fprop_typed(const ConvProblem& pr) {
   return total;
 }
 
-template <typename T>
-GemmStats bprop_typed(const ConvProblem& pr) {
-  const Geometry& g = pr.g;
-  const std::int64_t phases = g.upscale_phases();
-  const std::int64_t rows = g.K * g.taps() * phases, positions = g.in_positions(), N = g.N;
-  // F as C × (K·T·R·S·phases), rows matching lower_gradient's; each phase repeats the tap.
-  auto filter = scratch<T>(g.C * rows);
-  for_each_filter_element<T>(g, pr.x, [&](std::int64_t c, std::int64_t tap, std::int64_t k, T v) {
-    T* dst = filter.get() + c * rows + (k * g.taps() + tap) * phases;
-    std::fill(dst, dst + phases, v);
-  });
-  const std::int64_t per_block = block_positions(rows, N, positions, sizeof(T));
-  auto lowered = scratch<T>(rows * per_block * N);
-  GemmStats total = portable::gemm_stats_identity();
-  for (std::int64_t p0 = 0; p0 < positions; p0 += per_block) {
-    const std::int64_t p1 = std::min(positions, p0 + per_block), cols = (p1 - p0) * N;
-    backend::cpu::parallel_for(rows, std::max<std::int64_t>(1, kLowerElementsPerWorker / cols),
-                               [&](std::int64_t b, std::int64_t e) {
-                                 lower_gradient<T>(g, pr.y, b, e, p0, p1, lowered.get() + b * cols,
-                                                   cols);
-                               });
-    const GemmStats s = run_block(pr, g.C, cols, rows, {filter.get(), kind_of<T>(), rows, 1, 0},
-                                  {lowered.get(), kind_of<T>(), cols, 1, 0},
-                                  advance(pr.out, p0 * N * pr.out.col_stride));
-    portable::gemm_stats_merge(total, s);
-  }
-  return total;
-}
-
-// bprop with a stride above 1: the input positions fall into str0·str1·str2 residue classes,
-// and for every position of one class the same (tap, phase) rows can reach an output position:
-// a row reaches one only where (x·up + u + pad − t·dil) is a multiple of the stride, which fixes
-// x modulo the stride. The other rows lower to zeros for the whole class (about three of four
-// rows for a 3×3 filter at a 2-d stride of 2), so each class runs as its own GEMM over its
-// reaching rows only (measured on a 2-core development machine, C64 K128 56×56 N8 3×3 stride 2:
-// f32 48-51 → 23 ms, flex16 46 → 25 ms).
-// Its columns (every str-th position) are not one stride apart in gradI, so the GEMM writes a
-// compact block first filled with the old values (beta and the statistics then see exactly what
-// they would in place) and the block is copied back.
-struct ResidueClass {
-  std::int64_t first[3], count[3];
-  std::int64_t positions() const { return count[0] * count[1] * count[2]; }
-};
-
-ResidueClass residue_class(const Geometry& g, std::int64_t index) {
-  ResidueClass rc;
-  for (int d = 2; d >= 0; --d) {
-    rc.first[d] = index % g.str[d];
-    index /= g.str[d];
-    rc.count[d] = g.in[d] > rc.first[d] ? (g.in[d] - rc.first[d] + g.str[d] - 1) / g.str[d] : 0;
-  }
-  return rc;
-}
-
-// The rows ((k·taps + tap)·phases + phase) that reach an output position from class rc.
-std::vector<std::int64_t> reaching_rows(const Geometry& g, const ResidueClass& rc) {
-  const std::int64_t taps = g.taps(), phases = g.upscale_phases();
-  auto reaches = [&](int d, std::int64_t t, std::int64_t u) {
-    const std::int64_t num = rc.first[d] * g.up[d] + u + g.pad[d] - t * g.dil[d];
-    return ((num % g.str[d]) + g.str[d]) % g.str[d] == 0;
-  };
-  std::vector<std::int64_t> rows;
-  for (std::int64_t k = 0; k < g.K; ++k)
-    for (std::int64_t tap = 0; tap < taps; ++tap)
-      for (std::int64_t ph = 0; ph < phases; ++ph) {
-        const std::int64_t t = tap / (g.flt[1] * g.flt[2]), r = (tap / g.flt[2]) % g.flt[1],
-                           s = tap % g.flt[2];
-        const std::int64_t u0 = ph / (g.up[1] * g.up[2]), u1 = (ph / g.up[2]) % g.up[1],
-                           u2 = ph % g.up[2];
-        if (reaches(0, t, u0) && reaches(1, r, u1) && reaches(2, s, u2))
-          rows.push_back((k * taps + tap) * phases + ph);
-      }
-  return rows;
-}
-
-// The input position (row-major over D, H, W) of class position j.
-std::int64_t class_position(const Geometry& g, const ResidueClass& rc, std::int64_t j) {
-  const std::int64_t jw = j % rc.count[2], jh = (j / rc.count[2]) % rc.count[1],
-                     jd = j / (rc.count[2] * rc.count[1]);
-  const std::int64_t d = rc.first[0] + jd * g.str[0], h = rc.first[1] + jh * g.str[1],
-                     w = rc.first[2] + jw * g.str[2];
-  return (d * g.in[1] + h) * g.in[2] + w;
-}
-
-// lower_gradient for the listed rows [r0, r1) of `rows` and class positions [j0, j1).
-template <typename T>
-void lower_gradient_class(const Geometry& g, const Operand& e, const ResidueClass& rc,
-                          const std::vector<std::int64_t>& rows, std::int64_t r0, std::int64_t r1,
-                          std::int64_t j0, std::int64_t j1, T* dst, std::int64_t ld) {
-  const T* base = operand_data<T>(e);
-  const std::int64_t taps = g.taps(), phases = g.upscale_phases(), N = g.N;
-  const std::int64_t H = g.in[1], W = g.in[2];
-  for (std::int64_t i = r0; i < r1; ++i) {
-    const std::int64_t row = rows[static_cast<std::size_t>(i)];
-    const std::int64_t k = row / (taps * phases), tap = (row / phases) % taps, ph = row % phases;
-    const std::int64_t t = tap / (g.flt[1] * g.flt[2]), r = (tap / g.flt[2]) % g.flt[1],
-                       s = tap % g.flt[2];
-    const std::int64_t u0 = ph / (g.up[1] * g.up[2]), u1 = (ph / g.up[2]) % g.up[1],
-                       u2 = ph % g.up[2];
-    T* out = dst + (i - r0) * ld;
-    const T* channel = base + k * e.stride[0];
-    for (std::int64_t j = j0; j < j1; ++j, out += N) {
-      const std::int64_t pos = class_position(g, rc, j);
-      const std::int64_t w = pos % W, h = (pos / W) % H, d = pos / (H * W);
-      const std::int64_t o0 = output_index(g, 0, d, u0, t), o1 = output_index(g, 1, h, u1, r),
-                         o2 = output_index(g, 2, w, u2, s);
-      if (o0 < 0 || o1 < 0 || o2 < 0) {
-        zero_run(out, N);
-      } else {
-        copy_run(out, channel + o0 * e.stride[1] + o1 * e.stride[2] + o2 * e.stride[3], e.stride[4],
-                 N);
-      }
-    }
-  }
-}
-
 // Copies the N elements of each class position [j0, j1) of every gradI row between the output
 // and the compact block (to_block: output → block).
 void move_class_block(const ConvProblem& pr, const ResidueClass& rc, std::int64_t j0,
@@ -288,52 +229,78 @@ void move_class_block(const ConvProblem& pr, const ResidueClass& rc, std::int64_
       });
 }
 
+// One class's share of the scratch: its filter columns (none when it keeps every row), its
+// lowered block and, when the class is not every position, its compact output block.
+struct ClassScratch {
+  std::int64_t k, per_block;
+  bool own_filter, staged;
+};
+ClassScratch class_scratch(const Geometry& g, std::int64_t reaching, std::int64_t positions,
+                           std::size_t element_bytes) {
+  const std::int64_t all_rows = g.K * g.taps() * g.upscale_phases();
+  ClassScratch c;
+  c.k = std::max<std::int64_t>(1, reaching);  // no reaching row: one zero row (see bprop_typed)
+  c.per_block = block_positions(c.k, g.N, positions, element_bytes);
+  c.own_filter = reaching != all_rows;
+  c.staged = residue_classes(g) > 1;
+  return c;
+}
+
 template <typename T>
-GemmStats bprop_strided(const ConvProblem& pr) {
+GemmStats bprop_typed(const ConvProblem& pr) {
   const Geometry& g = pr.g;
   const std::int64_t all_rows = g.K * g.taps() * g.upscale_phases(), N = g.N;
   const std::int64_t es = pr.out.kind == ElementKind::f32 ? 4 : 2;
-  // F as C × (K·T·R·S·phases), as bprop_typed packs it; each class takes its columns.
+  // F as C × (K·T·R·S·phases), rows matching lower_gradient's; each phase repeats the tap.
   auto filter = scratch<T>(g.C * all_rows);
   for_each_filter_element<T>(g, pr.x, [&](std::int64_t c, std::int64_t tap, std::int64_t k, T v) {
     T* dst = filter.get() + c * all_rows + (k * g.taps() + tap) * g.upscale_phases();
     std::fill(dst, dst + g.upscale_phases(), v);
   });
   GemmStats total = portable::gemm_stats_identity();
-  const std::int64_t classes = g.str[0] * g.str[1] * g.str[2];
-  for (std::int64_t ci = 0; ci < classes; ++ci) {
+  for (std::int64_t ci = 0; ci < residue_classes(g); ++ci) {
     const ResidueClass rc = residue_class(g, ci);
     const std::int64_t positions = rc.positions();
     if (positions == 0) continue;
-    // No reaching row: one zero row, so that the GEMM still finishes every element (0 + beta·old).
-    std::vector<std::int64_t> rows = reaching_rows(g, rc);
-    const bool empty = rows.empty();
-    const std::int64_t k = empty ? 1 : static_cast<std::int64_t>(rows.size());
-    auto class_filter = scratch<T>(g.C * k);
-    for (std::int64_t c = 0; c < g.C; ++c)
-      for (std::int64_t i = 0; i < k; ++i)
-        class_filter[c * k + i] =
-            empty ? T{} : filter[c * all_rows + rows[static_cast<std::size_t>(i)]];
-    const std::int64_t per_block = block_positions(k, N, positions, sizeof(T));
-    auto lowered = scratch<T>(k * per_block * N);
-    auto block = scratch<char>(g.C * per_block * N * es);
-    for (std::int64_t j0 = 0; j0 < positions; j0 += per_block) {
-      const std::int64_t j1 = std::min(positions, j0 + per_block), cols = (j1 - j0) * N;
-      if (empty) {
+    const std::vector<std::int64_t> rows = reaching_rows(g, rc);
+    const ClassScratch cs =
+        class_scratch(g, static_cast<std::int64_t>(rows.size()), positions, sizeof(T));
+    const std::int64_t k = cs.k;
+    // The class's filter columns; with no reaching row, one zero column, so that the GEMM still
+    // finishes every element (0 + beta·old).
+    std::unique_ptr<T[]> class_filter;
+    if (cs.own_filter) {
+      class_filter = scratch<T>(g.C * k);
+      for (std::int64_t c = 0; c < g.C; ++c)
+        for (std::int64_t i = 0; i < k; ++i)
+          class_filter[c * k + i] =
+              rows.empty() ? T{} : filter[c * all_rows + rows[static_cast<std::size_t>(i)]];
+    }
+    const T* const a = cs.own_filter ? class_filter.get() : filter.get();
+    auto lowered = scratch<T>(k * cs.per_block * N);
+    // A class of every str-th position is not one stride apart in gradI: the GEMM writes a
+    // compact block first filled with the old values (beta and the statistics then see exactly
+    // what they would in place), copied back after.
+    auto block = scratch<char>(cs.staged ? g.C * cs.per_block * N * es : 0);
+    for (std::int64_t j0 = 0; j0 < positions; j0 += cs.per_block) {
+      const std::int64_t j1 = std::min(positions, j0 + cs.per_block), cols = (j1 - j0) * N;
+      if (rows.empty()) {
         zero_run(lowered.get(), cols);
       } else {
         backend::cpu::parallel_for(k, std::max<std::int64_t>(1, kLowerElementsPerWorker / cols),
                                    [&](std::int64_t b, std::int64_t e) {
-                                     lower_gradient_class<T>(g, pr.y, rc, rows, b, e, j0, j1,
-                                                             lowered.get() + b * cols, cols);
+                                     lower_gradient<T>(g, pr.y, rc, rows, b, e, j0, j1,
+                                                       lowered.get() + b * cols, cols);
                                    });
       }
-      move_class_block(pr, rc, j0, j1, block.get(), true);
-      const gemm::OutputRef block_ref{block.get(), pr.out.kind, cols, 1, 0};
-      const GemmStats s = run_block(pr, g.C, cols, k, {class_filter.get(), kind_of<T>(), k, 1, 0},
-                                    {lowered.get(), kind_of<T>(), cols, 1, 0}, block_ref);
+      if (cs.staged) move_class_block(pr, rc, j0, j1, block.get(), true);
+      const gemm::OutputRef out = cs.staged ? gemm::OutputRef{block.get(), pr.out.kind, cols, 1, 0}
+                                            : advance(pr.out, j0 * N * pr.out.col_stride);
+      const GemmStats s =
+          run_block(pr, g.C, cols, k, {a, kind_of<T>(), cs.own_filter ? k : all_rows, 1, 0},
+                    {lowered.get(), kind_of<T>(), cols, 1, 0}, out);
       portable::gemm_stats_merge(total, s);
-      if (pr.mode == gemm::EpilogueMode::store)
+      if (cs.staged && pr.mode == gemm::EpilogueMode::store)
         move_class_block(pr, rc, j0, j1, block.get(), false);
     }
   }
@@ -355,10 +322,8 @@ GemmStats fprop_cpu(const ConvProblem& pr) {
 }
 
 GemmStats bprop_cpu(const ConvProblem& pr) {
-  const bool strided = pr.g.str[0] > 1 || pr.g.str[1] > 1 || pr.g.str[2] > 1;
-  if (pr.x.kind == ElementKind::f32)
-    return strided ? bprop_strided<float>(pr) : bprop_typed<float>(pr);
-  return strided ? bprop_strided<std::int16_t>(pr) : bprop_typed<std::int16_t>(pr);
+  if (pr.x.kind == ElementKind::f32) return bprop_typed<float>(pr);
+  return bprop_typed<std::int16_t>(pr);
 }
 
 std::size_t fprop_workspace_bytes(const Geometry& g, std::size_t element_bytes) {
@@ -368,23 +333,19 @@ std::size_t fprop_workspace_bytes(const Geometry& g, std::size_t element_bytes) 
 }
 
 std::size_t bprop_workspace_bytes(const Geometry& g, std::size_t element_bytes) {
-  const std::int64_t rows = g.K * g.taps() * g.upscale_phases();
-  if (g.str[0] == 1 && g.str[1] == 1 && g.str[2] == 1) {
-    const std::int64_t per_block = block_positions(rows, g.N, g.in_positions(), element_bytes);
-    return static_cast<std::size_t>(rows * (per_block * g.N + g.C)) * element_bytes;
-  }
-  // The packed filter, and per residue class its columns, its lowered block and its compact
-  // output block (outputs as wide as the operands), the largest class's.
+  // The packed filter, then the largest class's own scratch (outputs as wide as the operands).
+  const std::int64_t all_rows = g.K * g.taps() * g.upscale_phases();
   std::size_t largest = 0;
-  for (std::int64_t ci = 0; ci < g.str[0] * g.str[1] * g.str[2]; ++ci) {
+  for (std::int64_t ci = 0; ci < residue_classes(g); ++ci) {
     const ResidueClass rc = residue_class(g, ci);
     if (rc.positions() == 0) continue;
-    const std::int64_t k = std::max<std::size_t>(1, reaching_rows(g, rc).size());
-    const std::int64_t per_block = block_positions(k, g.N, rc.positions(), element_bytes);
-    largest = std::max(
-        largest, static_cast<std::size_t>(g.C * k + (k + g.C) * per_block * g.N) * element_bytes);
+    const ClassScratch cs = class_scratch(g, static_cast<std::int64_t>(reaching_rows(g, rc).size()),
+                                          rc.positions(), element_bytes);
+    const std::int64_t elements = (cs.own_filter ? g.C * cs.k : 0) + cs.k * cs.per_block * g.N +
+                                  (cs.staged ? g.C * cs.per_block * g.N : 0);
+    largest = std::max(largest, static_cast<std::size_t>(elements) * element_bytes);
   }
-  return static_cast<std::size_t>(g.C * rows) * element_bytes + largest;
+  return static_cast<std::size_t>(g.C * all_rows) * element_bytes + largest;
 }
 
 }  // namespace flexkit::conv
