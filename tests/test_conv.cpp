@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -1024,6 +1025,74 @@ int count_differences(const Array& cpu, const Array& gpu, const std::string& wha
         ADD_FAILURE() << what << " element " << i << ": cpu " << a[i] << ", cuda " << b[i];
   }
   return bad;
+}
+
+// One environment variable set (or cleared, value nullptr) for a scope, then restored.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* before = std::getenv(name);
+    had_ = before != nullptr;
+    if (had_) before_ = before;
+    if (value) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      ::setenv(name_, before_.c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string before_;
+};
+
+// The CUDA path's tuning variables: a value that is neither a choice nor a count is an error
+// before anything is launched, named in the message, and the output keeps its values.
+TEST(Conv, TuningVariablesAreChecked) {
+  if (!test::device().is_cuda()) GTEST_SKIP() << "the variables steer the CUDA kernels";
+  const ScopedEnv tensor_cores("FLEXKIT_CONV_KERNEL", nullptr);  // the path that reads them
+  Geo g;
+  g.C = 16, g.K = 16, g.N = 8;
+  g.in = {1, 6, 6};
+  g.flt = {1, 3, 3};
+  g.pad = {0, 1, 1};
+  const Ints in = random_ints(g.input_size(), -32768, 32767, 71);
+  const Ints flt = random_ints(g.filter_size(), -32768, 32767, 72);
+  const Ints grad = random_ints(g.output_size(), -32768, 32767, 73);
+  const Array I = flex_array(in, 2, g.input_shape()), F = flex_array(flt, 1, g.filter_shape());
+  const Array E = flex_array(grad, 3, g.output_shape());
+  struct Variable {
+    const char* name;
+    const char* bad;
+    Dir dir;
+  };
+  for (const Variable& v : {Variable{"FLEXKIT_CONV_STREAM_K", "many", Dir::update},
+                            Variable{"FLEXKIT_CONV_STREAM_K", "-3", Dir::update},
+                            Variable{"FLEXKIT_CONV_STREAM_K", "70000", Dir::update}}) {
+    SCOPED_TRACE(std::string(v.name) + "=" + v.bad);
+    const ScopedEnv bad(v.name, v.bad);
+    const Shape shape = v.dir == Dir::fprop ? g.output_shape() : g.filter_shape();
+    const Ints old = random_ints(shape_numel(shape), -32768, 32767, 74);
+    Array out = flex_array(old, 4, shape);
+    ConvOptions o;
+    o.iwl = 4;
+    if (v.dir == Dir::fprop) {
+      expect_error<ValueError>([&] { fprop(I, F, out, g.params(), o); }, v.name);
+    } else {
+      expect_error<ValueError>([&] { update(I, E, out, g.params(), o); }, v.name);
+    }
+    EXPECT_EQ(ints_of(out), old);
+  }
 }
 
 TEST(Conv, CpuAndCudaAreBitIdentical) {

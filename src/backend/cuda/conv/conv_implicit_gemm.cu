@@ -302,6 +302,15 @@ bool shallow_fits(const Setup& s) {
          ceil_div(a.n, gk::kWgmmaTileN) <= INT32_MAX && a.m <= INT32_MAX;
 }
 
+// The lean kernel of the setup's direction and element type of B.
+void launch_gathered(const Setup& s, bool stream_k, dim3 grid, cudaStream_t stream) {
+  if (s.args.b_is_u8) {
+    gk::launch_gather_u8(s.kernel, stream_k, grid, s.args, stream);
+  } else {
+    gk::launch_gather_s16(s.kernel, stream_k, grid, s.args, stream);
+  }
+}
+
 }  // namespace
 
 bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem, int device,
@@ -369,12 +378,7 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
                    static_cast<long long>(stream_k.tiles - stream_k.first_tile), stream_k.ctas);
     backend::cuda::Scratch workspace(device, stream_k.workspace_bytes);
     args.workspace = static_cast<unsigned long long*>(workspace.get());
-    const dim3 grid(static_cast<unsigned>(stream_k_ctas));
-    if (args.b_is_u8) {
-      gk::launch_gather_u8(setup.kernel, grid, args, stream);
-    } else {
-      gk::launch_gather_s16(setup.kernel, grid, args, stream);
-    }
+    launch_gathered(setup, true, dim3(static_cast<unsigned>(stream_k_ctas)), stream);
     gk::launch_finish_stream_k(args, stream);
     return true;
   }
@@ -422,11 +426,7 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     if (splits > 1) gk::launch_finish_splits(args, outputs, device, stream);
     return true;
   }
-  if (args.b_is_u8) {
-    gk::launch_gather_u8(setup.kernel, grid, args, stream);
-  } else {
-    gk::launch_gather_s16(setup.kernel, grid, args, stream);
-  }
+  launch_gathered(setup, false, grid, stream);
   if (splits > 1) gk::launch_finish_splits(args, outputs, device, stream);
   return true;
 }

@@ -12,12 +12,14 @@ namespace flexkit::backend::cuda::gemm_kernels {
 // gathered k-contiguous, one tap per grid z.
 enum class ImplicitKernel { fprop, bprop, update };
 
+// `stream_k` (update only): the kernel that walks args' stream-K schedule, one CTA per grid
+// entry, instead of one tile (and K split) per CTA. Preparing update prepares both.
 bool prepare_gather_s16(ImplicitKernel kernel);
-void launch_gather_s16(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
+void launch_gather_s16(ImplicitKernel kernel, bool stream_k, dim3 grid, const IntegerGemmArgs& args,
                        cudaStream_t stream);
 // u8 spikes: fprop and update only.
 bool prepare_gather_u8(ImplicitKernel kernel);
-void launch_gather_u8(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
+void launch_gather_u8(ImplicitKernel kernel, bool stream_k, dim3 grid, const IntegerGemmArgs& args,
                       cudaStream_t stream);
 
 // The shallow persistent kernel (gemm_shallow.cuh) for K of at most shallow_max_stages() stages:

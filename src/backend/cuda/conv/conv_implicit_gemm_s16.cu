@@ -13,12 +13,13 @@ bool prepare_gather_s16(ImplicitKernel kernel) {
     case ImplicitKernel::bprop:
       return prepare_one<false, true, false, kWgmmaTileN, kGatherTaps>();
     case ImplicitKernel::update:
-      return prepare_one<false, true, true, kWgmmaTileN, kGatherUpdate>();
+      return prepare_one<false, true, true, kWgmmaTileN, kGatherUpdate>() &&
+             prepare_one<false, true, true, kWgmmaTileN, kGatherUpdateStreamK>();
   }
   return false;
 }
 
-void launch_gather_s16(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
+void launch_gather_s16(ImplicitKernel kernel, bool stream_k, dim3 grid, const IntegerGemmArgs& args,
                        cudaStream_t stream) {
   using namespace wgmma_detail;
   switch (kernel) {
@@ -27,6 +28,8 @@ void launch_gather_s16(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& 
     case ImplicitKernel::bprop:
       return launch_one<false, true, false, kWgmmaTileN, kGatherTaps>(grid, args, stream);
     case ImplicitKernel::update:
+      if (stream_k)
+        return launch_one<false, true, true, kWgmmaTileN, kGatherUpdateStreamK>(grid, args, stream);
       return launch_one<false, true, true, kWgmmaTileN, kGatherUpdate>(grid, args, stream);
   }
 }

@@ -120,15 +120,20 @@ __global__ void __launch_bounds__(kSimpleThreads)
   commit_block_stats(stats, p.stats);
 }
 
-// After a split-K wgmma run: every output's exact total is in the workspace ([batch][m][n]).
+// After a split-K wgmma run: every output's exact total is in the workspace (at split_index:
+// consecutive threads take consecutive words, and so consecutive output elements).
 __global__ void __launch_bounds__(kFinishThreads)
     gemm_finish_splits_kernel(const __grid_constant__ IntegerGemmArgs p, int64_t total) {
   portable::GemmStats stats = portable::gemm_stats_identity();
+  const bool by_columns = rows_are_unit_stride(p.c);
+  const int64_t inner = by_columns ? p.m : p.n, outer = by_columns ? p.n : p.m;
   for (int64_t i = int64_t(blockIdx.x) * kFinishThreads + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * kFinishThreads) {
-    const int64_t col = i % p.n;
-    const int64_t rest = i / p.n;
-    finish_element(p, rest / p.m, rest % p.m, col, static_cast<int64_t>(p.workspace[i]), stats);
+    const int64_t along = i % inner;
+    const int64_t rest = i / inner;
+    const int64_t line = rest % outer, batch = rest / outer;
+    finish_element(p, batch, by_columns ? along : line, by_columns ? line : along,
+                   static_cast<int64_t>(p.workspace[i]), stats);
   }
   commit_block_stats(stats, p.stats);
 }

@@ -28,6 +28,13 @@ struct OutputView {
   int64_t batch_stride;
 };
 
+// Whether an output's rows are its unit stride and its columns are not (update's gradF, k
+// contiguous): passes over whole tiles then walk rows fastest, so that consecutive threads write
+// consecutive elements (columns fastest, each warp's 32 two-byte writes fell in 32 sectors).
+__host__ __device__ __forceinline__ bool rows_are_unit_stride(const OutputView& c) {
+  return c.row_stride == 1 && c.col_stride != 1;
+}
+
 // An implicit-GEMM B (a convolution operand gathered in the kernel, never lowered in memory).
 // The K range runs tap-major in stages of kWgmmaStageK channels: stage g covers channels
 // [64·(g % channel_stages), …) of tap g / channel_stages, taps (t0, t1, t2) in row-major order.
@@ -115,12 +122,21 @@ __device__ __forceinline__ void finish_element(const IntegerGemmArgs& p, int64_t
   portable::gemm_stats_store(stats, code);
 }
 
+// Where a K split's exact total of output (batch, row, col) waits in the workspace: row-major
+// ([batch][m][n]), or column-major ([batch][n][m]) where the output's rows are its unit stride,
+// so that the finishing pass reads and writes consecutive elements with consecutive threads.
+__device__ __forceinline__ int64_t split_index(const IntegerGemmArgs& p, int64_t batch, int64_t row,
+                                               int64_t col) {
+  return rows_are_unit_stride(p.c) ? (batch * p.n + col) * p.m + row
+                                   : (batch * p.m + row) * p.n + col;
+}
+
 // Adds one exact partial accumulator of a K split into the workspace. Integer addition is
 // associative, so the total is bit-identical whatever order the splits arrive in.
 __device__ __forceinline__ void add_partial(const IntegerGemmArgs& p, int64_t batch, int64_t row,
                                             int64_t col, int64_t acc) {
   if (acc == 0) return;
-  atomicAdd(p.workspace + (batch * p.m + row) * p.n + col, static_cast<unsigned long long>(acc));
+  atomicAdd(p.workspace + split_index(p, batch, row, col), static_cast<unsigned long long>(acc));
 }
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -590,12 +590,14 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
     const int lane = threadIdx.x & 31;
     const int row = 64 * warpgroup + 16 * warp_in_group + (lane >> 2);
     unsigned long long* const at0 =
-        p.workspace + (batch * p.m + row0 + row) * p.n + col0 + 2 * (lane & 3);
-    unsigned long long* const at1 = at0 + 8 * p.n;
+        p.workspace + split_index(p, batch, row0 + row, col0 + 2 * (lane & 3));
+    const int64_t col_step = rows_are_unit_stride(p.c) ? p.m : 1;
+    unsigned long long* const at1 = at0 + 8 * (col_step == 1 ? p.n : 1);
 #pragma unroll
     for (int i = 0; i < kTileN / 2; ++i) {
       const int64_t acc = combined(i);
-      unsigned long long* const at = ((i >> 1) & 1 ? at1 : at0) + 8 * (i >> 2) + (i & 1);
+      unsigned long long* const at =
+          ((i >> 1) & 1 ? at1 : at0) + (8 * (i >> 2) + (i & 1)) * col_step;
       if (acc != 0) atomicAdd(at, static_cast<unsigned long long>(acc));
     }
     return;
@@ -617,10 +619,11 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
   }
   __syncthreads();
 
-  // One pass over the tile with consecutive threads along the output's unit stride.
+  // One pass over the tile with consecutive threads along the output's unit stride; a K split's
+  // workspace (split_index) and a stream-K part's slot (gemm_finish_stream_k_kernel) follow the
+  // output's layout, so their atomics and stores are consecutive too.
   const bool split = p.splits > 1;
-  const bool columns_fastest =
-      split || partial != nullptr || p.c.col_stride == 1 || p.c.row_stride != 1;
+  const bool columns_fastest = !rows_are_unit_stride(p.c);
   portable::GemmStats stats = portable::gemm_stats_identity();
 #pragma unroll 1
   for (int index = threadIdx.x; index < kWgmmaTileM * kTileN; index += kWgmmaThreads) {
@@ -630,8 +633,10 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
     const int64_t acc = tile[r * kPitch + c];
     if (partial != nullptr) {
       // A stream-K part: its exact sums into its own slot (plain stores, every element inside
-      // the matrix; the slot is not cleared beforehand and the finish reads only those).
-      partial[r * kTileN + c] = static_cast<unsigned long long>(acc);
+      // the matrix; the slot is not cleared beforehand and the finish reads only those), in the
+      // order of this pass: row-major, or column-major where the output's rows are unit stride.
+      partial[columns_fastest ? r * kTileN + c : c * kWgmmaTileM + r] =
+          static_cast<unsigned long long>(acc);
     } else if (split) {
       add_partial(p, batch, row0 + r, col0 + c, acc);
     } else {
@@ -1330,7 +1335,10 @@ struct LeanSplitter {
 // counts stages of the tap-major walk (p.k = 64 · taps · channel_stages) and every stage's copies
 // go through the gather and A's per-stage offset. kGatherUpdate gathers a k-contiguous B, one tap
 // per grid z ("batch": the output's batch stride steps taps), A as in a plain GEMM.
-inline constexpr int kGatherNone = 0, kGatherTaps = 1, kGatherUpdate = 2;
+// kGatherUpdateStreamK is the same gather walking a stream-K schedule (IntegerGemmArgs::sk_ctas)
+// instead of one grid tile: its own instantiation, because the work-item loop costs the
+// one-tile launches 2-3 % (measured on fprop and bprop).
+inline constexpr int kGatherNone = 0, kGatherTaps = 1, kGatherUpdate = 2, kGatherUpdateStreamK = 3;
 template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN,
           int kGather = kGatherNone>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
@@ -1341,7 +1349,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   static_assert(kTileN == kWgmmaTileN || (kBIsU8 && kTileN == kWideTileN), "tile widths");
   static_assert(kGather != kGatherTaps || (!kBKContig && kTileN == kWgmmaTileN),
                 "tap-major gathered B: n-contiguous");
-  static_assert(kGather != kGatherUpdate || (kBKContig && kTileN == kWgmmaTileN),
+  // The work items: stream-K (update only), or one tile of the grid.
+  constexpr bool kStreamK = kGather == kGatherUpdateStreamK;
+  constexpr bool kUpdateGather = kGather == kGatherUpdate || kStreamK;
+  static_assert(!kUpdateGather || (kBKContig && kTileN == kWgmmaTileN),
                 "update gathered B: k-contiguous");
   constexpr int kStageBytes = deep_stage_bytes(kBIsU8, kTileN);
   constexpr int kAHi = 0, kALo = kPlaneBytes, kBHi = 2 * kPlaneBytes, kBLo = 3 * kPlaneBytes;
@@ -1358,12 +1369,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   unsigned char* const smem = smem_raw + ((1024u - (raw_address & 1023u)) & 1023u);
   const uint32_t smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
-  // The CTA's work items: one tile (and K split) of the grid, or a stream-K schedule (update's
-  // gathered kernel only, see IntegerGemmArgs::sk_ctas; the others keep the code they had
-  // without the item loop: with it, fprop and bprop measured 2-3 % slower). A stream-K item is
-  // decoded by one thread into shared memory and read back (volatile) where it is used, so
-  // nothing of it stays in registers across the main loop beside the 192 accumulators.
-  constexpr bool kStreamK = kGather == kGatherUpdate;
+  // The CTA's work items: one tile (and K split) of the grid, or a stream-K schedule. A stream-K
+  // item is decoded by one thread into shared memory and read back (volatile) where it is used,
+  // so nothing of it stays in registers across the main loop beside the 192 accumulators.
   [[maybe_unused]] __shared__ WorkItem shared_item;
   [[maybe_unused]] __shared__ int shared_has_item;
   auto read_item = [&] {
@@ -1446,7 +1454,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     [[maybe_unused]] GatherKCopy<BElement> gather_k;
     [[maybe_unused]] const BElement* const b_rows =
         static_cast<const BElement*>(p.b.data) + col0 * p.gather.channel_stride;
-    if constexpr (kGather == kGatherUpdate) gather_k.init(p.gather, batch, k_begin, k_len);
+    if constexpr (kUpdateGather) gather_k.init(p.gather, batch, k_begin, k_len);
     if constexpr (kGather == kGatherTaps) {
       gather.init(p.gather, col0, p.n);
       walk.init(p.gather, k_begin / kWgmmaStageK);
@@ -1454,7 +1462,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     }
     auto issue_stage = [&](int stage, uint32_t slot) {
       const uint32_t raw = raw_ring + slot;
-      if constexpr (kGather == kGatherUpdate) {
+      if constexpr (kUpdateGather) {
         if (rows_a == kWgmmaTileM && stage < full_stages && !p.guarded_copies) {
           a_copy.issue(raw);
         } else {
