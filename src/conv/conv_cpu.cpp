@@ -102,6 +102,11 @@ void lower_gradient(const Geometry& g, const Operand& e, const ResidueClass& rc,
                     std::int64_t j0, std::int64_t j1, T* dst, std::int64_t ld) {
   const T* base = operand_data<T>(e);
   const std::int64_t taps = g.taps(), phases = g.upscale_phases(), N = g.N;
+  // Without upscale along W and with E's W and n adjacent in memory, consecutive class positions
+  // along W read consecutive output positions (o2 = jw + shift: the class makes the division by
+  // the stride exact), so each class row's valid part is one copy, as in lower_input; per-position
+  // divisions and N-element copies had made bprop's lowering cost as much as its GEMM at small N.
+  const bool runs = g.up[2] == 1 && e.stride[4] == 1 && e.stride[3] == N;
   for (std::int64_t i = r0; i < r1; ++i) {
     const std::int64_t row = rows[static_cast<std::size_t>(i)];
     const std::int64_t k = row / (taps * phases), tap = (row / phases) % taps, ph = row % phases;
@@ -113,6 +118,39 @@ void lower_gradient(const Geometry& g, const Operand& e, const ResidueClass& rc,
     const T* channel = base + k * e.stride[0];
     std::int64_t jw = j0 % rc.count[2], jh = (j0 / rc.count[2]) % rc.count[1],
                  jd = j0 / (rc.count[2] * rc.count[1]);
+    if (runs) {
+      const std::int64_t num = rc.first[2] + g.pad[2] - s * g.dil[2];  // a multiple of str[2]
+      const std::int64_t shift = num >= 0 ? num / g.str[2] : -(-num / g.str[2]);
+      for (std::int64_t j = j0; j < j1;) {
+        const std::int64_t len = std::min(rc.count[2] - jw, j1 - j);
+        const std::int64_t o0 = output_index(g, 0, rc.first[0] + jd * g.str[0], u0, t),
+                           o1 = output_index(g, 1, rc.first[1] + jh * g.str[1], u1, r);
+        if (o0 < 0 || o1 < 0) {
+          zero_run(out, len * N);
+        } else {
+          // Class positions [jw, jw + len) read outputs from shift + jw, valid below out[2].
+          const std::int64_t va = std::clamp(-shift, jw, jw + len),
+                             vb = std::clamp(g.out[2] - shift, va, jw + len);
+          zero_run(out, (va - jw) * N);
+          if (vb > va)
+            copy_run(out + (va - jw) * N,
+                     channel + o0 * e.stride[1] + o1 * e.stride[2] + (shift + va) * e.stride[3], 1,
+                     (vb - va) * N);
+          zero_run(out + (vb - jw) * N, (jw + len - vb) * N);
+        }
+        out += len * N;
+        j += len;
+        jw += len;
+        if (jw == rc.count[2]) {
+          jw = 0;
+          if (++jh == rc.count[1]) {
+            jh = 0;
+            ++jd;
+          }
+        }
+      }
+      continue;
+    }
     for (std::int64_t j = j0; j < j1; ++j, out += N) {
       const std::int64_t o0 = output_index(g, 0, rc.first[0] + jd * g.str[0], u0, t),
                          o1 = output_index(g, 1, rc.first[1] + jh * g.str[1], u1, r),
