@@ -99,17 +99,21 @@ def set_precision(precision):
     torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
-def direction_call(direction, layer, x, w, gy):
-    """The call one timed repeat makes; its result is a tensor to check."""
-    stride, pad, dilation = [1, 1], [layer.pad, layer.pad], [1, 1]
+def conv_call(direction, x, w, gy, pad, stride=1):
+    """The call one timed repeat makes (2-d, square padding and stride); its result is a tensor
+    to check. bench/torch_cpu_conv.py uses it too."""
     if direction == "fprop":
-        return lambda: F.conv2d(x, w, padding=layer.pad)
+        return lambda: F.conv2d(x, w, stride=stride, padding=pad)
     # The input is only read for its shape by the input gradient, and the filter only for its
-    # shape by the filter gradient; cuDNN is called exactly as autograd would call it.
+    # shape by the filter gradient; the library is called exactly as autograd would call it.
     mask = [True, False, False] if direction == "bprop" else [False, True, False]
     pick = 0 if direction == "bprop" else 1
     return lambda: torch.ops.aten.convolution_backward(
-        gy, x, w, None, stride, pad, dilation, False, [0, 0], 1, mask)[pick]
+        gy, x, w, None, [stride, stride], [pad, pad], [1, 1], False, [0, 0], 1, mask)[pick]
+
+
+def direction_call(direction, layer, x, w, gy):
+    return conv_call(direction, x, w, gy, layer.pad)
 
 
 def rel_error(got, ref):

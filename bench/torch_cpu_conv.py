@@ -14,21 +14,13 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
+
+from torch_conv import conv_call, rel_error  # this script's directory is on sys.path
 
 DIRECTIONS = ("fprop", "bprop", "update")
 FORMATS = ("nchw", "channels_last")
 REPEATS, WARMUP = 7, 2
 TOLERANCE = 1e-4  # relative Frobenius error of fp32 against float64
-
-
-def direction_call(direction, x, w, gy, stride, pad):
-    if direction == "fprop":
-        return lambda: F.conv2d(x, w, stride=stride, padding=pad)
-    mask = [direction == "bprop", direction == "update", False]
-    pick = 0 if direction == "bprop" else 1
-    return lambda: torch.ops.aten.convolution_backward(
-        gy, x, w, None, [stride, stride], [pad, pad], [1, 1], False, [0, 0], 1, mask)[pick]
 
 
 def median_ms(call):
@@ -52,14 +44,13 @@ def measure(row):
     w = torch.rand(k, c, rs, rs, generator=gen) * 2 - 1
     gy = torch.rand(n, k, pq, pq, generator=gen) * 2 - 1
     direction = row["direction"]
-    reference = direction_call(direction, x.double(), w.double(), gy.double(), stride, pad)()
+    reference = conv_call(direction, x.double(), w.double(), gy.double(), pad, stride)()
     best = None
     for fmt in FORMATS:
         mf = torch.channels_last if fmt == "channels_last" else torch.contiguous_format
-        call = direction_call(direction, x.contiguous(memory_format=mf),
-                              w.contiguous(memory_format=mf), gy.contiguous(memory_format=mf),
-                              stride, pad)
-        error = ((call().double() - reference).norm() / reference.norm()).item()
+        call = conv_call(direction, x.contiguous(memory_format=mf), w.contiguous(memory_format=mf),
+                         gy.contiguous(memory_format=mf), pad, stride)
+        error = rel_error(call(), reference)
         if not error <= TOLERANCE:
             raise RuntimeError("%s %s %s: relative error %.3g" % (row["layer"], direction, fmt,
                                                                   error))
