@@ -10,8 +10,9 @@
 //   registers → byte permutes → st.shared into K-major byte planes (64-byte swizzle, the layout
 //   wgmma's 8-bit operands need) → fence.proxy.async + barrier → wgmma reads both operands from
 //   shared memory.
-// An operand whose unit stride runs along M or N is transposed in registers by the permutes
-// (4 k-rows × 8 rows per thread become 8 runs of 4 k-bytes).
+// An operand whose unit stride runs along M or N is transposed on the way: an int16 one by
+// ldmatrix.trans (LeanS16RowContigSplit), a u8 one by the permutes (4 k-rows × 8 rows per thread
+// become 8 runs of 4 k-bytes).
 //
 // No warp specialisation: the split needs registers, and the accumulators already take 3 · 64
 // of them per thread: 256 threads = 2 warpgroups, each owning 64 rows × 128 columns of the CTA
@@ -65,8 +66,11 @@ __device__ __forceinline__ void store_shared(unsigned char* plane, uint32_t offs
 //                        (the split loader reads rows pairwise), four consecutive rows differ in
 //                        bits 1-2 (the RS fragment reads take two adjacent chunks of four rows).
 //   row-contiguous int16: 64 k-rows × 256 bytes; chunk c (8 rows) of k-row k at
-//                        k·256 + 16·(c ^ (k/4 % 8)): the transposing loader reads one chunk of
-//                        k-rows 4·kw + i for eight consecutive kw at once.
+//                        k·256 + 16·(c ^ g(k)) with g(k) = (k % 2) + 2·(k/16 % 4): the
+//                        transposing split's ldmatrix reads one chunk of the eight k-rows
+//                        16j + 2i + b (j = 0 … 3, b = 0, 1) at once, and g takes eight values
+//                        there. A copying thread's four chunks are k-rows k, k + 2, k + 4, k + 6
+//                        (rowcontig_s16_first_k), which share one key: 512 bytes apart.
 //   k-contiguous u8:     128 rows × 64 bytes, unswizzled (a quarter-warp reads 128 dense bytes).
 //   row-contiguous u8:   64 k-rows × 128 bytes; chunk c of k-row k at k·128 + 16·(c ^ (k/4 % 8))
 //                        (8-byte reads: kw and kw + 8 share a bank, a 2-way conflict on 8 KB).
@@ -170,8 +174,14 @@ __device__ __forceinline__ uint32_t raw_kcontig_s16_offset(int row, int chunk) {
   return row * 128 + 16 * (chunk ^ f);
 }
 __device__ __forceinline__ uint32_t raw_rowcontig_offset(int k, int chunk, int pitch) {
-  return k * pitch + 16 * (chunk ^ ((k >> 2) & 7));
+  return k * pitch + 16 * (chunk ^ ((k & 1) | ((k >> 3) & 6)));
 }
+// The first of the four k-rows an int16 row-contiguous copy thread takes (u = thread / 16): the
+// 16 values 16·(u / 4) + 8·(u / 2 % 2) + u % 2, each followed by +2, +4, +6, tile the 64 k-rows.
+__device__ __forceinline__ int rowcontig_s16_first_k(int u) {
+  return 16 * (u >> 2) + 8 * ((u >> 1) & 1) + (u & 1);
+}
+inline constexpr int kRowContigS16KStep = 2;  // k-rows between one copy thread's chunks
 // Row-contiguous u8 with kRows rows per k-row: with 192 (12 chunks) the last four chunks are
 // swizzled among themselves only, so that every chunk stays inside the row.
 template <int kRows>
@@ -297,7 +307,7 @@ struct S16KContig {
   }
 };
 
-// Row mapping shared by the transposing loaders: a warp covers two groups of 8 rows × all 64 k;
+// Row mapping shared by the transposing u8 loaders: a warp covers two groups of 8 rows × all 64 k;
 // lane % 16 picks a run of 4 k (one 32-bit word of a plane row), lane / 16 the row group.
 // When storing, the upper half-warp walks its 8 rows in the order j ^ 1 so that the two
 // half-warps always write rows of opposite parity, i.e. opposite halves of the banks.
@@ -310,50 +320,6 @@ __device__ __forceinline__ int transpose_kword() {
 __device__ __forceinline__ int transpose_flip() {
   return (threadIdx.x >> 4) & 1;
 }
-
-// int16, unit stride along the rows (M or N): a thread loads 4 k-rows × 8 rows (four 16-byte
-// loads) and turns them into 8 rows × 4 k of high bytes and of low bytes (one word each).
-struct S16RowContig {
-  uint4 v[4];
-
-  __device__ __forceinline__ void load_raw(const unsigned char* raw) {
-    const int group = transpose_group();
-    const int kw = transpose_kword();
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      v[i] = load_raw_vector<uint4>(raw, raw_rowcontig_offset(4 * kw + i, group, 256));
-  }
-
-  __device__ __forceinline__ void store(unsigned char* hi_plane, unsigned char* lo_plane) const {
-    const int group = transpose_group();
-    const int kw = transpose_kword();
-    const int flip = transpose_flip();
-    const uint32_t w[4][4] = {{v[0].x, v[0].y, v[0].z, v[0].w},
-                              {v[1].x, v[1].y, v[1].z, v[1].w},
-                              {v[2].x, v[2].y, v[2].z, v[2].w},
-                              {v[3].x, v[3].y, v[3].z, v[3].w}};
-    uint32_t hi[8], lo[8];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      // Word q of k-row i holds rows 2q (bytes 0 lo, 1 hi) and 2q + 1 (bytes 2 lo, 3 hi).
-      const uint32_t even01 = __byte_perm(w[0][q], w[1][q], 0x5140);  // k0.b0 k1.b0 k0.b1 k1.b1
-      const uint32_t even23 = __byte_perm(w[2][q], w[3][q], 0x5140);
-      const uint32_t odd01 = __byte_perm(w[0][q], w[1][q], 0x7362);  // k0.b2 k1.b2 k0.b3 k1.b3
-      const uint32_t odd23 = __byte_perm(w[2][q], w[3][q], 0x7362);
-      lo[2 * q] = __byte_perm(even01, even23, 0x5410);
-      hi[2 * q] = __byte_perm(even01, even23, 0x7632);
-      lo[2 * q + 1] = __byte_perm(odd01, odd23, 0x5410);
-      hi[2 * q + 1] = __byte_perm(odd01, odd23, 0x7632);
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int row = 8 * group + (j ^ flip);
-      const uint32_t offset = row * wgmma::kRowBytes + 4 * kw;
-      store_shared(hi_plane, offset, flip ? hi[j ^ 1] : hi[j]);
-      store_shared(lo_plane, offset, flip ? lo[j ^ 1] : lo[j]);
-    }
-  }
-};
 
 // u8, unit stride along K: bytes go to the plane unchanged, 16 k per thread and row (kRows / 64
 // rows per thread).
@@ -671,13 +637,15 @@ struct LeanCopy {
   // A 192-row n-contiguous u8 tile has 12 chunks per k-row: chunks 0-7 of each k-row in two
   // affine passes, chunks 8-11 in a third of four threads per k-row.
   static constexpr bool kWideRowContig = !kS16 && !kKContig && kRows == kWideTileN;
-  static constexpr uint32_t kDstStep = kS16 || kKContig ? 4096u : uint32_t(kRows) * 32u;
+  static constexpr uint32_t kDstStep = kS16 && kKContig ? 4096u
+                                       : kS16           ? 256u * kRowContigS16KStep
+                                       : kKContig       ? 4096u
+                                                        : uint32_t(kRows) * 32u;
 
   const unsigned char* src;  // this thread's chunk 0 in the next stage to copy
   int64_t step;              // bytes from chunk j to chunk j + 1
   int64_t extra;             // kWideRowContig: bytes from chunk 0 to chunk 2
-  uint32_t dst0, dst1;       // slot offsets (dst1: odd chunks of an s16 n/m-contiguous tile,
-                             // chunk 2 of kWideRowContig)
+  uint32_t dst0, dst1;       // slot offsets (dst1: chunk 2 of kWideRowContig)
 
   __device__ __forceinline__ void init(const Element* tile, int64_t ld) {
     const int t = threadIdx.x;
@@ -690,12 +658,11 @@ struct LeanCopy {
       step = 32 * ld * 2;
       dst0 = raw_kcontig_s16_offset(row, chunk);
     } else if constexpr (kS16) {
-      // k = t/16 + 16j: the chunk swizzle key (k/4) % 8 = t/64 ^ 4·(j % 2).
-      const int k = t >> 4, chunk = t & 15;
+      // k-rows k + 2j share the chunk swizzle key.
+      const int k = rowcontig_s16_first_k(t >> 4), chunk = t & 15;
       first = k * ld + 8 * chunk;
-      step = 16 * ld * 2;
+      step = kRowContigS16KStep * ld * 2;
       dst0 = raw_rowcontig_offset(k, chunk, 256);
-      dst1 = dst0 ^ 64u;
     } else if constexpr (kKContig) {
       const int row = t >> 2, chunk = t & 3;
       first = row * ld + 16 * chunk;
@@ -716,7 +683,6 @@ struct LeanCopy {
   }
 
   __device__ __forceinline__ uint32_t dst(int j) const {
-    if constexpr (kS16 && !kKContig) return (j & 1 ? dst1 : dst0) + kDstStep * j;
     if constexpr (kWideRowContig) return j == 2 ? dst1 : dst0 + kDstStep * j;
     return dst0 + kDstStep * j;
   }
@@ -823,7 +789,7 @@ struct GatherCopy {
   static constexpr bool kS16 = sizeof(Element) == 2;
   static constexpr int kChunks = kS16 ? 4 : 2;  // per thread and stage
   static constexpr int kChunkElements = 16 / int(sizeof(Element));
-  static constexpr int kRowStep = kS16 ? 16 : 32;  // k-rows between a thread's chunks
+  static constexpr int kRowStep = kS16 ? kRowContigS16KStep : 32;  // k-rows between chunks
   int32_t x0[3];        // o_d·out_step_d + base_d of this thread's position
   int64_t base_offset;  // elements: n0 + first k-row · channel_stride + Σ_d x0_d · in_stride_d
   int32_t k_first;      // the thread's first k-row
@@ -848,7 +814,7 @@ struct GatherCopy {
                                           int64_t n0, int64_t columns) {
     const int t = threadIdx.x;
     const int chunk = kS16 ? (t & 15) : (t & 7);
-    k_first = kS16 ? t >> 4 : t >> 3;
+    k_first = kS16 ? rowcontig_s16_first_k(t >> 4) : t >> 3;
     dst0 = kS16 ? raw_rowcontig_offset(k_first, chunk, 256)
                 : raw_u8_rowcontig_offset<kWgmmaTileN>(k_first, chunk);
     column_ok = col < columns;
@@ -862,10 +828,9 @@ struct GatherCopy {
   }
 
   // Chunk j of the thread holds k-row k_first + j·kRowStep; in the slot it sits where
-  // copy_s16_rowcontig / copy_u8_rowcontig put it (the s16 chunk swizzle flips bit 6 for odd j).
+  // copy_s16_rowcontig / copy_u8_rowcontig put it (the same chunk swizzle for all j).
   __device__ __forceinline__ uint32_t dst(int j) const {
-    if constexpr (kS16) return (j & 1 ? dst0 ^ 64u : dst0) + 4096u * j;
-    return dst0 + 4096u * j;
+    return dst0 + uint32_t(kRowStep) * (kS16 ? 256u : 128u) * j;
   }
 
   // Copies of 0 source bytes read nothing (they only fill zeros), so an invalid chunk's address
@@ -1056,65 +1021,86 @@ struct LeanS16KContigSplit {
   }
 };
 
-// S16RowContig::store without the per-register selects: a thread of the upper half-warp
-// (flip = 1) builds its words already in row order j ^ 1 (the first permutes take run-time
-// selectors), so word j goes to row 8·group + (j ^ flip) as before, at a swizzled offset
-// T ^ C(j) with T = 512·group + 64·flip + 4·kw and C(j) = 144·(j / 2) + 64·(j % 2) (the 64-byte
-// swizzle XORs row bits 1-2 into the chunk bits 4-5; row bit 0 is address bit 6).
-// The raw reads of one thread are one k-word of the same chunk in four consecutive k-rows, so
-// they sit 256 bytes apart (the chunk swizzle key (k/4) % 8 is the same for all four). A plane
-// slot's base is a multiple of 1024, so (base + T) ^ C(j) = base + (T ^ C(j)).
+// Four 8 × 8 matrices of 16-bit elements, transposed: lane t gives the address of row t % 8 of
+// matrix t / 8 and receives, from each matrix, column t / 4 of rows 2·(t % 4) and 2·(t % 4) + 1.
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t address, uint32_t (&d)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(address)
+               : "memory");
+}
+
+// int16 with unit stride along the rows (M or N), split and transposed. Two ldmatrix.trans
+// cover 8 rows (one raw chunk) × all 64 k: matrix i of load s has as row r the k-row
+// 16·(r / 2) + 8s + 2i + r % 2, so lane t receives row t / 4 at k 16j … 16j + 15 (j = t % 4),
+// two k per register in order. Four permutes per plane make the 16 bytes of that row and k run:
+// one 16-byte store per plane. Per stage a thread does 4 ldmatrix, 16 permutes and 4 stores
+// (the 4 × 4 transpose of 16-byte reads it replaces took 4 reads, 16 permutes, 16 4-byte stores
+// and 7 address XORs).
+// Warp w takes raw chunks (row groups) w and w + 8: chunk w + 8 is 128 bytes further in the raw
+// slot (w < 8 and the swizzle key < 8) and 64 rows (4096 bytes) further in a plane; load s = 1 is
+// 8 k-rows (2048 bytes) further (same key). The eight raw rows of one matrix have the eight keys
+// g = r, so the reads are free of bank conflicts; each quarter-warp's 16-byte stores fill two
+// whole 64-byte plane rows. A plane slot's base is a multiple of 1024, so base + offset keeps the
+// swizzle.
 struct LeanS16RowContigSplit {
-  uint32_t sel_even, sel_odd;  // byte-pair selectors for rows 2q (+flip) and 2q + 1 (−flip)
-  uint32_t raw_offset;         // this thread's first raw read in a slot
-  uint32_t plane_offset;       // T
+  uint32_t raw_offset;    // this lane's ldmatrix row in chunk w, load 0
+  uint32_t plane_offset;  // its 16-byte store for chunk w
 
   __device__ __forceinline__ void init() {
-    const int group = transpose_group();
-    const int kw = transpose_kword();
-    const int flip = transpose_flip();
-    sel_even = flip ? 0x7362u : 0x5140u;
-    sel_odd = flip ? 0x5140u : 0x7362u;
-    raw_offset = raw_rowcontig_offset(4 * kw, group, 256);
-    plane_offset = 512u * group + 64u * flip + 4u * kw;
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int matrix = lane >> 3, r = lane & 7;
+    raw_offset = raw_rowcontig_offset(16 * (r >> 1) + 2 * matrix + (r & 1), warp, 256);
+    plane_offset = wgmma::swizzle((8 * warp + (lane >> 2)) * wgmma::kRowBytes + 16 * (lane & 3));
   }
 
-  // raw: shared address of the slot's operand part; hi: of the high plane (1024-aligned), the
-  // low plane kPlaneBytes after it.
   struct Regs {
-    uint4 v[4];
+    uint32_t v[2][2][4];  // [chunk w, w + 8][load s][matrix i]
   };
 
   __device__ __forceinline__ void load(uint32_t raw, Regs& r) const {
     const uint32_t from = raw + raw_offset;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) r.v[i] = lds128(from + 256 * i);
+    for (int c = 0; c < 2; ++c) {
+#pragma unroll
+      for (int l = 0; l < 2; ++l) ldsm_x4_trans(from + 128 * c + 2048 * l, r.v[c][l]);
+    }
   }
 
-  __device__ __forceinline__ void store(const Regs& r, uint32_t hi) const {
-    const uint32_t to = hi + plane_offset;
-    const uint4* const v = r.v;
-    const uint32_t w[4][4] = {{v[0].x, v[0].y, v[0].z, v[0].w},
-                              {v[1].x, v[1].y, v[1].z, v[1].w},
-                              {v[2].x, v[2].y, v[2].z, v[2].w},
-                              {v[3].x, v[3].y, v[3].z, v[3].w}};
+  // hi, lo: shared addresses of the two planes (the lean kernels' low plane is kPlaneBytes on).
+  __device__ __forceinline__ void store(const Regs& r, uint32_t hi, uint32_t lo) const {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const uint32_t even01 = __byte_perm(w[0][q], w[1][q], sel_even);
-      const uint32_t even23 = __byte_perm(w[2][q], w[3][q], sel_even);
-      const uint32_t odd01 = __byte_perm(w[0][q], w[1][q], sel_odd);
-      const uint32_t odd23 = __byte_perm(w[2][q], w[3][q], sel_odd);
-      const uint32_t lo_e = __byte_perm(even01, even23, 0x5410);
-      const uint32_t hi_e = __byte_perm(even01, even23, 0x7632);
-      const uint32_t lo_o = __byte_perm(odd01, odd23, 0x5410);
-      const uint32_t hi_o = __byte_perm(odd01, odd23, 0x7632);
-      const uint32_t at_e = to ^ (144u * q);
-      const uint32_t at_o = to ^ (144u * q + 64u);
-      sts32(at_e, hi_e);
-      sts32(at_e + kPlaneBytes, lo_e);
-      sts32(at_o, hi_o);
-      sts32(at_o + kPlaneBytes, lo_o);
+    for (int c = 0; c < 2; ++c) {
+      // Register i of load s holds k = 16j + 8s + 2i (bytes 0 lo, 1 hi) and the next k (2, 3).
+      const uint32_t(&d)[2][4] = r.v[c];
+      const uint4 h =
+          make_uint4(__byte_perm(d[0][0], d[0][1], 0x7531), __byte_perm(d[0][2], d[0][3], 0x7531),
+                     __byte_perm(d[1][0], d[1][1], 0x7531), __byte_perm(d[1][2], d[1][3], 0x7531));
+      const uint4 l =
+          make_uint4(__byte_perm(d[0][0], d[0][1], 0x6420), __byte_perm(d[0][2], d[0][3], 0x6420),
+                     __byte_perm(d[1][0], d[1][1], 0x6420), __byte_perm(d[1][2], d[1][3], 0x6420));
+      sts128(hi + plane_offset + 4096u * c, h);
+      sts128(lo + plane_offset + 4096u * c, l);
     }
+  }
+  __device__ __forceinline__ void store(const Regs& r, uint32_t hi) const {
+    store(r, hi, hi + kPlaneBytes);
+  }
+};
+
+// The same by generic pointers, for the RS kernel's B loader interface.
+struct S16RowContig {
+  LeanS16RowContigSplit split;
+  LeanS16RowContigSplit::Regs regs;
+
+  __device__ __forceinline__ void load_raw(const unsigned char* raw) {
+    split.init();
+    split.load(static_cast<uint32_t>(__cvta_generic_to_shared(raw)), regs);
+  }
+  __device__ __forceinline__ void store(unsigned char* hi_plane, unsigned char* lo_plane) const {
+    split.store(regs, static_cast<uint32_t>(__cvta_generic_to_shared(hi_plane)),
+                static_cast<uint32_t>(__cvta_generic_to_shared(lo_plane)));
   }
 };
 
