@@ -235,6 +235,66 @@ void check_int_case(const IntCase& c, unsigned seed) {
   }
 }
 
+// Each instruction set's row rounding (the integer-only store epilogue) against the portable
+// rule, element for element, on values chosen around its edges: exact ties (to even, both
+// signs), one above and below them, the int16 saturation bounds, and the largest exact sums;
+// every row length 1 … 64, so every vector tail; nothing written past the row.
+TEST(GemmCpuKernels, RoundRowMatchesPortableRounding) {
+  using flexkit::backend::cpu::gemm_detail::kernels_for;
+  using flexkit::backend::cpu::gemm_detail::RowStats;
+  constexpr std::int64_t kLimit = std::int64_t{1} << 62;  // exact sums stay below it
+  std::mt19937_64 rng(5);
+  for (int s : {1, 2, 7, 15, 16, 23, 31, 40, 61, 62}) {
+    SCOPED_TRACE(::testing::Message() << "scale " << s);
+    std::vector<std::int64_t> values;
+    // q·2^s + offset, kept where it is an exact sum's value (|v| < 2^62).
+    auto add = [&](std::int64_t q, std::int64_t offset) {
+      std::int64_t at, v;
+      if (__builtin_mul_overflow(q, std::int64_t{1} << s, &at) ||
+          __builtin_add_overflow(at, offset, &v) || v <= -kLimit || v >= kLimit)
+        return;
+      values.push_back(v);
+    };
+    const std::int64_t half = std::int64_t{1} << (s - 1);
+    for (std::int64_t q : {0, 1, -1, 2, -2, 3, -3, 12345, -12345, 32766, 32767, 32768, -32767,
+                           -32768, -32769, 65536, -65536}) {
+      for (std::int64_t d : {-1, 0, 1}) {
+        add(q, d);
+        add(q, half + d);
+        add(q, -half + d);
+      }
+    }
+    add(0, kLimit - 1);
+    add(0, -kLimit + 1);
+    for (int i = 0; i < 64; ++i) add(0, static_cast<std::int64_t>(rng()) >> (1 + rng() % 62));
+    const portable::GemmEpilogue e = integer_epilogue(s);
+    for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
+      if (isa > gemm_hardware_isa()) continue;
+      SCOPED_TRACE(::testing::Message() << "isa " << int(isa));
+      const auto round_row = kernels_for(isa).round_row;
+      ASSERT_NE(round_row, nullptr);
+      for (std::size_t start = 0; start < values.size(); start += 37) {
+        for (int nv = 1; nv <= 64; ++nv) {
+          std::int64_t acc[64];
+          for (int j = 0; j < nv; ++j) acc[j] = values[(start + j) % values.size()];
+          std::int16_t m[65];
+          std::fill(std::begin(m), std::end(m), std::int16_t{-7});
+          const RowStats got = round_row(e, acc, nv, m);
+          portable::GemmStats want = portable::gemm_stats_identity();
+          for (int j = 0; j < nv; ++j) {
+            const portable::Flex16Code code = portable::gemm_flex16_result(e, acc[j], 0);
+            portable::gemm_stats_store(want, code);
+            ASSERT_EQ(m[j], code.m) << "acc " << acc[j] << " nv " << nv;
+          }
+          ASSERT_EQ(m[nv], -7) << "written past the row, nv " << nv;
+          ASSERT_EQ(got.max_abs, want.max_abs_m) << "nv " << nv;
+          ASSERT_EQ(static_cast<std::uint64_t>(got.saturated), want.saturated) << "nv " << nv;
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmCpuKernels, SpecDiscriminator) {
   // A = [32767, −32767, 1], B = [32767, 32767, 1]ᵀ, iwl 15 everywhere: the exact answer is 1.
   std::int16_t a[3] = {32767, -32767, 1}, b[3] = {32767, 32767, 1}, c[1] = {-5};

@@ -155,44 +155,29 @@ Unit unit_at(const GemmProblem& p, const Plan& plan, std::int64_t u) {
 
 // ---- integer products ---------------------------------------------------------------------
 
-// The commonest epilogue, flex16 store without an old value, in two passes per tile row: the
-// portable rounding into a small array (a loop of independent calls that GCC if-converts and
-// vectorizes, where the per-element version mispredicts the data-dependent rounding branch about
-// half the time), then the strided stores and the statistics.
+// The commonest epilogue, flex16 store without an old value, per tile row: the rounding and the
+// row's statistics into a small array (the instruction set's straight-line round_row where the
+// epilogue is integer-only, the portable rounding otherwise), then the strided stores.
 void finish_int_tile_store16(const GemmProblem& p, const std::int64_t* tile, std::int64_t ldc,
                              std::int64_t b, std::int64_t i0, int mv, std::int64_t j0, int nv,
                              RoundRowFn round_row, portable::GemmStats& stats) {
   const portable::GemmEpilogue& e = p.epilogue;
   const gemm::OutputRef& c = p.c;
   const bool vector_round = e.integer_only && e.scale > 0 && e.scale < 63;
-  std::int16_t m[kMaxTileCols];
-  std::int32_t sat[kMaxTileCols];
+  std::int16_t staged[kMaxTileCols];
   for (int r = 0; r < mv; ++r) {
     const std::int64_t* acc = tile + r * ldc;
-    if (vector_round) {
-      round_row(e, acc, nv, m, sat);
-    } else {
-      for (int j = 0; j < nv; ++j) {
-        const portable::Flex16Code code = portable::gemm_flex16_result(e, acc[j], 0);
-        m[j] = code.m;
-        sat[j] = code.saturated;
-      }
-    }
     std::int16_t* out = static_cast<std::int16_t*>(c.data) + b * c.batch_stride +
                         (i0 + r) * c.row_stride + j0 * c.col_stride;
-    if (c.col_stride == 1) {
-      std::memcpy(out, m, sizeof(std::int16_t) * nv);
-    } else {
-      for (int j = 0; j < nv; ++j) out[j * c.col_stride] = m[j];
-    }
-    std::int32_t max_abs = stats.max_abs_m, saturated = 0;
-    for (int j = 0; j < nv; ++j) {
-      max_abs = std::max(max_abs, m[j] < 0 ? -std::int32_t{m[j]} : std::int32_t{m[j]});
-      saturated += sat[j];
-    }
+    // A contiguous row is written in place; a strided one is staged, then scattered.
+    std::int16_t* m = c.col_stride == 1 ? out : staged;
+    const RowStats row =
+        vector_round ? round_row(e, acc, nv, m) : round_row_portable(e, acc, nv, m);
+    if (c.col_stride != 1)
+      for (int j = 0; j < nv; ++j) out[j * c.col_stride] = staged[j];
     // The same record gemm_stats_store builds element by element (max and count only).
-    stats.max_abs_m = max_abs;
-    stats.saturated += static_cast<std::uint64_t>(saturated);
+    stats.max_abs_m = std::max(stats.max_abs_m, row.max_abs);
+    stats.saturated += static_cast<std::uint64_t>(row.saturated);
   }
 }
 

@@ -39,12 +39,22 @@ using IntKernelFn = void (*)(std::int64_t pairs, const std::int16_t* a, const st
 using F32KernelFn = void (*)(std::int64_t k, const float* a, const float* b, float* tile,
                              std::int64_t ldc, bool accumulate);
 
-// m[j], sat[j] = gemm_flex16_result(e, acc[j], 0) for j < nv, for an integer-only epilogue with
-// 0 < e.scale < 63 (the driver checks): with the invariant branches of the portable rounding
-// known, the compiler turns the loop into straight-line vector code instead of a data-dependent
-// branch per element that mispredicts about half the time.
-using RoundRowFn = void (*)(const portable::GemmEpilogue& e, const std::int64_t* acc, int nv,
-                            std::int16_t* m, std::int32_t* sat);
+// The statistics of one rounded row: the largest |m| and how many elements saturated.
+struct RowStats {
+  std::int32_t max_abs = 0;
+  std::int32_t saturated = 0;
+};
+// m[j] = gemm_flex16_result(e, acc[j], 0).m for j < nv (≤ 64), and the row's statistics, for an
+// integer-only epilogue with 0 < e.scale < 63 (the driver checks). Straight-line vector code
+// instead of the portable rounding's data-dependent branch per element (which mispredicts about
+// half the time) and a separate statistics pass: with a 64-deep reduction this epilogue had
+// taken twice as long as the products.
+using RoundRowFn = RowStats (*)(const portable::GemmEpilogue& e, const std::int64_t* acc, int nv,
+                                std::int16_t* m);
+// The same through the portable rule, element by element, for any flex16 epilogue that reads no
+// old value (the scalar kernel set's round_row, and the driver's path for the other epilogues).
+RowStats round_row_portable(const portable::GemmEpilogue& e, const std::int64_t* acc, int nv,
+                            std::int16_t* m);
 
 struct IntKernel {
   int mr = 0, nr = 0, planes = 0;

@@ -1,5 +1,6 @@
 // AVX2 microkernels: vpmaddwd + vpaddd for the exact integer products (any AVX2 CPU, no VNNI
 // needed), vfmadd for f32. Per-function target attributes, as in kernels_avx512.cpp.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -114,15 +115,19 @@ FLEXKIT_TARGET_AVX2 void f32_kernel(std::int64_t k, const float* a, const float*
 // See RoundRowFn. Each field is read from its own call (the compiler merges the two) because
 // GCC 12 keeps a returned Flex16Code in memory, which stops vectorization, when both fields are
 // read from one.
-FLEXKIT_TARGET_AVX2 void round_row(const portable::GemmEpilogue& e, const std::int64_t* acc, int nv,
-                                   std::int16_t* m, std::int32_t* sat) {
+FLEXKIT_TARGET_AVX2 RowStats round_row(const portable::GemmEpilogue& e, const std::int64_t* acc,
+                                       int nv, std::int16_t* m) {
   if (!e.integer_only || e.scale <= 0 || e.scale >= 63) __builtin_unreachable();
   const portable::GemmEpilogue el = e;
+  std::int32_t max_abs = 0, saturated = 0;
   for (int j = 0; j < nv; ++j) {
     const std::int64_t a = acc[j];
-    m[j] = portable::gemm_flex16_result(el, a, 0).m;
-    sat[j] = portable::gemm_flex16_result(el, a, 0).saturated;
+    const std::int32_t v = portable::gemm_flex16_result(el, a, 0).m;
+    m[j] = static_cast<std::int16_t>(v);
+    max_abs = std::max(max_abs, v < 0 ? -v : v);
+    saturated += portable::gemm_flex16_result(el, a, 0).saturated ? 1 : 0;
   }
+  return {max_abs, saturated};
 }
 
 }  // namespace

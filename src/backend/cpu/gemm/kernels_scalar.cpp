@@ -1,6 +1,7 @@
 // Portable microkernels: the reference the SIMD kernels must match bit for bit, and the path on
 // CPUs without AVX2. Integer sums go straight to int64 (no int32 stage needed); f32 uses fmaf so
 // that its per-element rounding chain is the SIMD kernels' one.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -45,23 +46,27 @@ void f32_kernel(std::int64_t k, const float* a, const float* b, float* tile, std
     for (int j = 0; j < NR; ++j) tile[r * ldc + j] = acc[r][j];
 }
 
-void round_row(const portable::GemmEpilogue& e, const std::int64_t* acc, int nv, std::int16_t* m,
-               std::int32_t* sat) {
+}  // namespace
+
+RowStats round_row_portable(const portable::GemmEpilogue& e, const std::int64_t* acc, int nv,
+                            std::int16_t* m) {
+  RowStats stats;
   for (int j = 0; j < nv; ++j) {
     const portable::Flex16Code code = portable::gemm_flex16_result(e, acc[j], 0);
     m[j] = code.m;
-    sat[j] = code.saturated;
+    stats.max_abs =
+        std::max(stats.max_abs, code.m < 0 ? -std::int32_t{code.m} : std::int32_t{code.m});
+    stats.saturated += code.saturated ? 1 : 0;
   }
+  return stats;
 }
-
-}  // namespace
 
 KernelSet scalar_kernels() {
   KernelSet s;
   s.u8 = {4, 4, 1, &int_kernel<4, 4, 1>};
   s.flex16 = {4, 4, 2, &int_kernel<4, 4, 2>};
   s.f32 = {4, 4, &f32_kernel<4, 4>};
-  s.round_row = &round_row;
+  s.round_row = &round_row_portable;
   return s;
 }
 
