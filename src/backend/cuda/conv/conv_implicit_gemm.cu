@@ -88,6 +88,17 @@ struct Setup {
   std::int64_t taps = 1;  // grid z: update runs one GEMM per tap
 };
 
+// FLEXKIT_CONV_LOG's line for a launch on the tensor-core path; `schedule` says how K is shared.
+void log_tensor_core_path(const char* name, const Setup& setup, const char* schedule) {
+  const gk::IntegerGemmArgs& a = setup.args;
+  std::fprintf(stderr,
+               "flexkit conv %s: implicit GEMM on tensor cores (%lld x m %lld n %lld k %lld, B %s, "
+               "%s)\n",
+               name, static_cast<long long>(setup.taps), static_cast<long long>(a.m),
+               static_cast<long long>(a.n), static_cast<long long>(a.k),
+               a.b_is_u8 ? "u8" : "flex16", schedule);
+}
+
 // The ConvGather and A view of one direction, or false where the layout does not fit.
 bool describe(ImplicitDirection direction, const ConvProblem& p, Setup& s) {
   const Geometry& g = p.g;
@@ -368,14 +379,13 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
       stream_k_ctas == 0 ? gk::StreamKPlan{} : gk::plan_stream_k(ctas, args.k, stream_k_ctas);
   if (stream_k.ctas > 0) {
     gk::apply_stream_k(stream_k, args);
-    if (env_is("FLEXKIT_CONV_LOG", "1"))
-      std::fprintf(stderr,
-                   "flexkit conv %s: implicit GEMM on tensor cores, stream-K (%lld x m %lld n %lld "
-                   "k %lld, B %s, %lld whole tiles, %lld shared by %d CTAs)\n",
-                   name, static_cast<long long>(setup.taps), static_cast<long long>(args.m),
-                   static_cast<long long>(args.n), static_cast<long long>(args.k),
-                   args.b_is_u8 ? "u8" : "flex16", static_cast<long long>(stream_k.first_tile),
-                   static_cast<long long>(stream_k.tiles - stream_k.first_tile), stream_k.ctas);
+    if (env_is("FLEXKIT_CONV_LOG", "1")) {
+      char schedule[96];
+      std::snprintf(schedule, sizeof schedule, "stream-K: %lld whole tiles, %lld shared by %d CTAs",
+                    static_cast<long long>(stream_k.first_tile),
+                    static_cast<long long>(stream_k.tiles - stream_k.first_tile), stream_k.ctas);
+      log_tensor_core_path(name, setup, schedule);
+    }
     backend::cuda::Scratch workspace(device, stream_k.workspace_bytes);
     args.workspace = static_cast<unsigned long long*>(workspace.get());
     launch_gathered(setup, true, dim3(static_cast<unsigned>(stream_k_ctas)), stream);
@@ -388,13 +398,11 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
   args.k_chunk = split.k_chunk;
   if (splits > 65535) return false;
   args.splits = static_cast<int32_t>(splits);
-  if (env_is("FLEXKIT_CONV_LOG", "1"))
-    std::fprintf(stderr,
-                 "flexkit conv %s: implicit GEMM on tensor cores (%lld x m %lld n %lld k %lld, "
-                 "B %s, splits %d)\n",
-                 name, static_cast<long long>(setup.taps), static_cast<long long>(args.m),
-                 static_cast<long long>(args.n), static_cast<long long>(args.k),
-                 args.b_is_u8 ? "u8" : "flex16", args.splits);
+  if (env_is("FLEXKIT_CONV_LOG", "1")) {
+    char schedule[32];
+    std::snprintf(schedule, sizeof schedule, "splits %d", args.splits);
+    log_tensor_core_path(name, setup, schedule);
+  }
 
   const std::int64_t outputs = setup.taps * args.m * args.n;
   backend::cuda::Scratch workspace(

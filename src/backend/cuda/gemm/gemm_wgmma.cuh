@@ -587,14 +587,18 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
 
   // One pass over the tile with consecutive threads along the output's unit stride; a K split's
   // workspace (split_index) and a stream-K part's slot (gemm_finish_stream_k_kernel) follow the
-  // output's layout, so their atomics and stores are consecutive too.
+  // output's layout, so their atomics and stores are consecutive too. Walking rows fastest, a
+  // tile with at most 64 valid rows (m = 64) is walked in 64-row lines, so no thread idles on
+  // the half outside.
   const bool split = p.splits > 1;
   const bool columns_fastest = !rows_are_unit_stride(p.c);
+  const int line_shift = rows_a <= 64 ? 6 : 7;  // log2 of the rows-fastest line
+  const int extent = columns_fastest ? kWgmmaTileM * kTileN : kTileN << line_shift;
   portable::GemmStats stats = portable::gemm_stats_identity();
 #pragma unroll 1
-  for (int index = threadIdx.x; index < kWgmmaTileM * kTileN; index += kWgmmaThreads) {
-    const int r = columns_fastest ? index / kTileN : index % kWgmmaTileM;
-    const int c = columns_fastest ? index % kTileN : index / kWgmmaTileM;
+  for (int index = threadIdx.x; index < extent; index += kWgmmaThreads) {
+    const int r = columns_fastest ? index / kTileN : index & ((1 << line_shift) - 1);
+    const int c = columns_fastest ? index % kTileN : index >> line_shift;
     if (r >= rows_a || c >= rows_b) continue;
     const int64_t acc = tile[r * kPitch + c];
     if (partial != nullptr) {
