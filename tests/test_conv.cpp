@@ -670,6 +670,48 @@ TEST(Conv, UpdateBetaAccumulatesAndAlphaScales) {
         << i;
 }
 
+// bprop through the same rules, at stride 1 (written in place) and stride 2 (each residue class
+// of input positions is computed into a compact block, which must start from the old values).
+TEST(Conv, BpropBetaAccumulatesAndAlphaScales) {
+  for (std::int64_t stride : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "stride " << stride);
+    Geo g = small_geo();
+    g.in = {1, 7, 9};  // odd extents: classes of different sizes
+    g.str = {1, stride, stride};
+    const Ints flt = random_ints(g.filter_size(), -32768, 32767, 40);
+    const Ints grad = random_ints(g.output_size(), -32768, 32767, 41);
+    const Ints old = random_ints(g.input_size(), -32768, 32767, 42);
+    const Ints acc = reference<std::int64_t>(g, Dir::bprop, {}, flt, grad);
+    Array dI = flex_array(old, 6, g.input_shape());
+    ConvOptions o;
+    o.alpha = 0.5;
+    o.beta = -1.0;
+    o.iwl = 16;
+    bprop(flex_array(flt, 2, g.filter_shape()), flex_array(grad, -1, g.output_shape()), dI,
+          g.params(), o);
+    Ref r;
+    r.iwl_ab = 1, r.alpha = 0.5, r.beta = -1.0, r.out_iwl = 16, r.old_iwl = 6;
+    const Ints got = ints_of(dI);
+    for (std::size_t i = 0; i < acc.size(); ++i)
+      ASSERT_EQ(got[i], ref_flex(r, acc[i], static_cast<std::int16_t>(old[i])).m) << i;
+    const auto fflt = random_reals(g.filter_size(), 43), fgrad = random_reals(g.output_size(), 44),
+               fold = random_reals(g.input_size(), 45);
+    std::vector<double> abs_sum;
+    const auto facc = reference<double>(g, Dir::bprop, {}, fflt, fgrad, &abs_sum);
+    Array dIf = f32_array(fold, g.input_shape());
+    ConvOptions of;
+    of.alpha = 2.0;
+    of.beta = 0.25;
+    bprop(f32_array(fflt, g.filter_shape()), f32_array(fgrad, g.output_shape()), dIf, g.params(),
+          of);
+    const auto fgot = reals_of(dIf);
+    for (std::size_t i = 0; i < facc.size(); ++i)
+      ASSERT_NEAR(fgot[i], 2 * facc[i] + 0.25 * fold[i],
+                  4e-6 * (2 * abs_sum[i] + 0.25 * std::abs(fold[i])))
+          << i;
+  }
+}
+
 TEST(Conv, ExactPolicyPicksTheSmallestExponentThatHolds) {
   const Geo g = small_geo();
   const Ints in = random_ints(g.input_size(), -32768, 32767, 11);

@@ -238,32 +238,35 @@ GemmStats fprop_typed(const ConvProblem& pr) {
 }
 
 // Copies the N elements of each class position [j0, j1) of every gradI row between the output
-// and the compact block (to_block: output → block).
+// and the compact block (to_block: output → block). The positions' offsets are decoded once per
+// block, not once per row (three 64-bit divisions each had cost as much as the copies).
 void move_class_block(const ConvProblem& pr, const ResidueClass& rc, std::int64_t j0,
                       std::int64_t j1, char* block, bool to_block) {
   const Geometry& g = pr.g;
   const std::int64_t es = pr.out.kind == ElementKind::f32 ? 4 : 2, N = g.N;
   const std::int64_t cols = (j1 - j0) * N, cs = pr.out.col_stride;
+  std::vector<std::int64_t> at(static_cast<std::size_t>(j1 - j0));  // element offsets in a row
+  for (std::int64_t j = j0; j < j1; ++j)
+    at[static_cast<std::size_t>(j - j0)] = class_position(g, rc, j) * N * cs;
   char* const out = static_cast<char*>(pr.out.data);
+  const auto run = static_cast<std::size_t>(N * es);
   backend::cpu::parallel_for(
       g.C, std::max<std::int64_t>(1, kLowerElementsPerWorker / std::max<std::int64_t>(cols, 1)),
       [&](std::int64_t c0, std::int64_t c1) {
-        for (std::int64_t c = c0; c < c1; ++c)
-          for (std::int64_t j = j0; j < j1; ++j) {
-            char* o = out + (c * pr.out.row_stride + class_position(g, rc, j) * N * cs) * es;
-            char* b = block + (c * cols + (j - j0) * N) * es;
+        for (std::int64_t c = c0; c < c1; ++c) {
+          char* const row = out + c * pr.out.row_stride * es;
+          char* b = block + c * cols * es;
+          for (std::size_t j = 0; j < at.size(); ++j, b += run) {
+            char* const o = row + at[j] * es;
             if (cs == 1) {
-              if (to_block) {
-                std::memcpy(b, o, static_cast<std::size_t>(N * es));
-              } else {
-                std::memcpy(o, b, static_cast<std::size_t>(N * es));
-              }
+              std::memcpy(to_block ? b : o, to_block ? o : b, run);
             } else {
               for (std::int64_t n = 0; n < N; ++n)
                 std::memcpy(to_block ? b + n * es : o + n * cs * es,
                             to_block ? o + n * cs * es : b + n * es, static_cast<std::size_t>(es));
             }
           }
+        }
       });
 }
 
@@ -317,9 +320,10 @@ GemmStats bprop_typed(const ConvProblem& pr) {
     const T* const a = cs.own_filter ? class_filter.get() : filter.get();
     auto lowered = scratch<T>(k * cs.per_block * N);
     // A class of every str-th position is not one stride apart in gradI: the GEMM writes a
-    // compact block first filled with the old values (beta and the statistics then see exactly
-    // what they would in place), copied back after.
+    // compact block first filled with the old values where the epilogue reads them (beta and
+    // the statistics then see exactly what they would in place), copied back after.
     auto block = scratch<char>(cs.staged ? g.C * cs.per_block * N * es : 0);
+    const bool reads_old = std::is_same_v<T, float> ? pr.beta != 0.0f : pr.epilogue.reads_old;
     for (std::int64_t j0 = 0; j0 < positions; j0 += cs.per_block) {
       const std::int64_t j1 = std::min(positions, j0 + cs.per_block), cols = (j1 - j0) * N;
       if (rows.empty()) {
@@ -331,7 +335,7 @@ GemmStats bprop_typed(const ConvProblem& pr) {
                                                        lowered.get() + b * cols, cols);
                                    });
       }
-      if (cs.staged) move_class_block(pr, rc, j0, j1, block.get(), true);
+      if (cs.staged && reads_old) move_class_block(pr, rc, j0, j1, block.get(), true);
       const gemm::OutputRef out = cs.staged ? gemm::OutputRef{block.get(), pr.out.kind, cols, 1, 0}
                                             : advance(pr.out, j0 * N * pr.out.col_stride);
       const GemmStats s =
