@@ -628,7 +628,7 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
 //     where an operand tile crosses the matrix edge or the stage is the K tail;
 //   - ring slots are running byte offsets (no `%` by the ring depth);
 //   - the wgmma descriptors are built once and advanced by adding constants;
-//   - the transposing split's half-warp row flip is folded into the permute selectors (run-time
+//   - the u8 transposing split's half-warp row flip is folded into the permute selectors (run-time
 //     selectors cost nothing per stage) instead of 16 selects.
 
 // Fast-path copies of one operand (kRows rows × 64 k of Element) into a raw slot. Chunk j of a
