@@ -295,6 +295,83 @@ TEST(GemmCpuKernels, RoundRowMatchesPortableRounding) {
   }
 }
 
+// The same for the rounding from one call's int32 plane sums (the single-k-block path): every
+// accumulator is fed as several (h, l) splits, 256·h + l, with l from 0 … 255 up to ±2^30, and
+// as a one-plane sum where it fits int32; every scale the path takes, every row length.
+TEST(GemmCpuKernels, RoundPlanesRowMatchesPortableRounding) {
+  using flexkit::backend::cpu::gemm_detail::kernels_for;
+  using flexkit::backend::cpu::gemm_detail::planes_round_fits;
+  using flexkit::backend::cpu::gemm_detail::RowStats;
+  std::mt19937_64 rng(9);
+  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
+    if (isa > gemm_hardware_isa()) continue;
+    const auto round = kernels_for(isa).round_planes_row;
+    if (round == nullptr) continue;
+    SCOPED_TRACE(::testing::Message() << "isa " << int(isa));
+    for (int planes : {1, 2}) {
+      for (int s = 1; s <= 40; ++s) {
+        const portable::GemmEpilogue e = integer_epilogue(s);
+        if (!planes_round_fits(e, planes)) continue;
+        SCOPED_TRACE(::testing::Message() << "planes " << planes << " scale " << s);
+        // Accumulators around ties and the saturation bounds, inside the range one call sums:
+        // |acc| < 2^38 (two planes), < 2^31 (one).
+        const std::int64_t limit = planes == 2 ? std::int64_t{1} << 38 : std::int64_t{1} << 31;
+        std::vector<std::int64_t> accs;
+        const std::int64_t half = std::int64_t{1} << (s - 1);
+        for (std::int64_t q : {0, 1, -1, 2, -2, 3, -3, 12345, -12345, 32766, 32767, 32768, -32767,
+                               -32768, -32769, 65536, -65536})
+          for (std::int64_t d : {-1, 0, 1})
+            for (std::int64_t at :
+                 {q * 2 * half + d, q * 2 * half + half + d, q * 2 * half - half + d})
+              if (at > -limit && at < limit) accs.push_back(at);
+        for (int i = 0; i < 64; ++i)
+          accs.push_back(static_cast<std::int64_t>(rng() % std::uint64_t(2 * limit - 1)) -
+                         (limit - 1));
+        std::vector<std::int32_t> hs, ls;
+        std::vector<std::int64_t> want_acc;
+        for (std::int64_t acc : accs) {
+          if (planes == 1) {
+            hs.push_back(static_cast<std::int32_t>(acc));
+            want_acc.push_back(acc);
+            continue;
+          }
+          for (std::int64_t shift : {std::int64_t{0}, std::int64_t{1} << 22,
+                                     -(std::int64_t{1} << 22), std::int64_t{3}}) {
+            const std::int64_t h = (acc >> 8) - shift, l = (acc & 255) + 256 * shift;
+            hs.push_back(static_cast<std::int32_t>(h));
+            ls.push_back(static_cast<std::int32_t>(l));
+            want_acc.push_back(acc);
+          }
+        }
+        for (std::size_t start = 0; start < hs.size(); start += 29) {
+          for (int nv = 1; nv <= 64; ++nv) {
+            std::int32_t h[64], l[64];
+            std::int64_t acc[64];
+            for (int j = 0; j < nv; ++j) {
+              const std::size_t at = (start + j) % hs.size();
+              h[j] = hs[at];
+              l[j] = planes == 2 ? ls[at] : 0;
+              acc[j] = want_acc[at];
+            }
+            std::int16_t m[65];
+            std::fill(std::begin(m), std::end(m), std::int16_t{-7});
+            const RowStats got = round(e, h, planes == 2 ? l : nullptr, nv, m);
+            portable::GemmStats want = portable::gemm_stats_identity();
+            for (int j = 0; j < nv; ++j) {
+              const portable::Flex16Code code = portable::gemm_flex16_result(e, acc[j], 0);
+              portable::gemm_stats_store(want, code);
+              ASSERT_EQ(m[j], code.m) << "acc " << acc[j] << " h " << h[j] << " l " << l[j];
+            }
+            ASSERT_EQ(m[nv], -7) << "written past the row, nv " << nv;
+            ASSERT_EQ(got.max_abs, want.max_abs_m) << "nv " << nv;
+            ASSERT_EQ(static_cast<std::uint64_t>(got.saturated), want.saturated) << "nv " << nv;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmCpuKernels, SpecDiscriminator) {
   // A = [32767, −32767, 1], B = [32767, 32767, 1]ᵀ, iwl 15 everywhere: the exact answer is 1.
   std::int16_t a[3] = {32767, -32767, 1}, b[3] = {32767, 32767, 1}, c[1] = {-5};

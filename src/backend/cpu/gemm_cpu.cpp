@@ -155,30 +155,38 @@ Unit unit_at(const GemmProblem& p, const Plan& plan, std::int64_t u) {
 
 // ---- integer products ---------------------------------------------------------------------
 
-// The commonest epilogue, flex16 store without an old value, per tile row: the rounding and the
-// row's statistics into a small array (the instruction set's straight-line round_row where the
-// epilogue is integer-only, the portable rounding otherwise), then the strided stores.
-void finish_int_tile_store16(const GemmProblem& p, const std::int64_t* tile, std::int64_t ldc,
-                             std::int64_t b, std::int64_t i0, int mv, std::int64_t j0, int nv,
-                             RoundRowFn round_row, portable::GemmStats& stats) {
-  const portable::GemmEpilogue& e = p.epilogue;
+// The commonest epilogue, flex16 store without an old value, per tile row: round_row(r, m)
+// rounds row r into m and returns its statistics; a contiguous output row is written in place,
+// a strided one is staged, then scattered.
+template <typename RoundRow>
+void store16_rows(const GemmProblem& p, std::int64_t b, std::int64_t i0, int mv, std::int64_t j0,
+                  int nv, RoundRow round_row, portable::GemmStats& stats) {
   const gemm::OutputRef& c = p.c;
-  const bool vector_round = e.integer_only && e.scale > 0 && e.scale < 63;
   std::int16_t staged[kMaxTileCols];
   for (int r = 0; r < mv; ++r) {
-    const std::int64_t* acc = tile + r * ldc;
     std::int16_t* out = static_cast<std::int16_t*>(c.data) + b * c.batch_stride +
                         (i0 + r) * c.row_stride + j0 * c.col_stride;
-    // A contiguous row is written in place; a strided one is staged, then scattered.
     std::int16_t* m = c.col_stride == 1 ? out : staged;
-    const RowStats row =
-        vector_round ? round_row(e, acc, nv, m) : round_row_portable(e, acc, nv, m);
+    const RowStats row = round_row(r, m);
     if (c.col_stride != 1)
       for (int j = 0; j < nv; ++j) out[j * c.col_stride] = staged[j];
     // The same record gemm_stats_store builds element by element (max and count only).
     stats.max_abs_m = std::max(stats.max_abs_m, row.max_abs);
     stats.saturated += static_cast<std::uint64_t>(row.saturated);
   }
+}
+
+// That epilogue from exact int64 accumulators: the instruction set's straight-line round_row
+// where the epilogue is integer-only, the portable rounding otherwise.
+void finish_int_tile_store16(const GemmProblem& p, const std::int64_t* tile, std::int64_t ldc,
+                             std::int64_t b, std::int64_t i0, int mv, std::int64_t j0, int nv,
+                             RoundRowFn round_row, portable::GemmStats& stats) {
+  const portable::GemmEpilogue& e = p.epilogue;
+  const RoundRowFn round =
+      e.integer_only && e.scale > 0 && e.scale < 63 ? round_row : &round_row_portable;
+  store16_rows(
+      p, b, i0, mv, j0, nv, [&](int r, std::int16_t* m) { return round(e, tile + r * ldc, nv, m); },
+      stats);
 }
 
 // Finishes an mv × nv tile of exact accumulators through the portable epilogue.
@@ -238,8 +246,8 @@ struct IntScratch {
 };
 
 template <typename TB>
-void run_int_unit(const GemmProblem& p, const IntKernel& kr, RoundRowFn round_row, const Plan& plan,
-                  const Unit& w, IntScratch& s, portable::GemmStats& stats) {
+void run_int_unit(const GemmProblem& p, const IntKernel& kr, const KernelSet& kernels,
+                  const Plan& plan, const Unit& w, IntScratch& s, portable::GemmStats& stats) {
   const auto* a_base = static_cast<const std::int16_t*>(p.a.data) + w.b * p.a.batch_stride;
   const auto* b_base = static_cast<const TB*>(p.b.data) + w.b * p.b.batch_stride;
   std::int16_t* a_pack = s.a_pack.as<std::int16_t>();
@@ -250,6 +258,14 @@ void run_int_unit(const GemmProblem& p, const IntKernel& kr, RoundRowFn round_ro
   const std::int64_t ms = nk > 1 ? kMsMax : w.i1 - w.i0;
   const std::int64_t ld_partial = plan.nc;
   alignas(64) std::int64_t local[16 * 64];  // one tile (MR·NR ≤ 1024)
+  // A product whose whole K is one kernel call, stored into flex16 without old values, rounds
+  // straight from the call's int32 plane sums (RoundPlanesRowFn): no int64 tile.
+  const portable::GemmEpilogue& e = p.epilogue;
+  const bool from_planes = nk == 1 && kr.planes_fn != nullptr &&
+                           kernels.round_planes_row != nullptr && p.mode == EpilogueMode::store &&
+                           p.c.kind == ElementKind::flex16 && !e.reads_old &&
+                           planes_round_fits(e, kr.planes);
+  alignas(64) std::int32_t sums[2 * 16 * 64];
   for (std::int64_t s0 = w.i0; s0 < w.i1; s0 += ms) {
     const std::int64_t s1 = std::min(w.i1, s0 + ms);
     for (std::int64_t kb = 0; kb < nk; ++kb) {
@@ -277,9 +293,22 @@ void run_int_unit(const GemmProblem& p, const IntKernel& kr, RoundRowFn round_ro
               tile = partial + (ic - s0 + ii) * ld_partial + jj;
               ldc = ld_partial;
             }
+            if (from_planes) {
+              kr.planes_fn(pairs, ap, bp, sums);
+              const int nr = kr.nr, low = kr.planes == 2 ? kr.mr * nr : -1;
+              store16_rows(
+                  p, w.b, ic + ii, mv, w.j0 + jj, nv,
+                  [&](int r, std::int16_t* m) {
+                    const std::int32_t* h = sums + r * nr;
+                    return kernels.round_planes_row(e, h, low < 0 ? nullptr : h + low, nv, m);
+                  },
+                  stats);
+              continue;
+            }
             kr.fn(pairs, ap, bp, tile, ldc, kb > 0);
             if (last)
-              finish_int_tile(p, tile, ldc, w.b, ic + ii, mv, w.j0 + jj, nv, round_row, stats);
+              finish_int_tile(p, tile, ldc, w.b, ic + ii, mv, w.j0 + jj, nv, kernels.round_row,
+                              stats);
           }
         }
       }
@@ -458,9 +487,9 @@ portable::GemmStats gemm_cpu_with_isa(const GemmProblem& p, GemmIsa isa) {
       [&](IntScratch& scratch, std::int64_t u) {
         const Unit w = unit_at(p, plan, u);
         if (b_u8) {
-          run_int_unit<std::uint8_t>(p, kr, kernels.round_row, plan, w, scratch, unit_stats[u]);
+          run_int_unit<std::uint8_t>(p, kr, kernels, plan, w, scratch, unit_stats[u]);
         } else {
-          run_int_unit<std::int16_t>(p, kr, kernels.round_row, plan, w, scratch, unit_stats[u]);
+          run_int_unit<std::int16_t>(p, kr, kernels, plan, w, scratch, unit_stats[u]);
         }
       });
   for (const auto& s : unit_stats) portable::gemm_stats_merge(total, s);

@@ -56,9 +56,29 @@ using RoundRowFn = RowStats (*)(const portable::GemmEpilogue& e, const std::int6
 RowStats round_row_portable(const portable::GemmEpilogue& e, const std::int64_t* acc, int nv,
                             std::int16_t* m);
 
+// The same from one call's plane sums (IntPlanesFn), for a product whose whole K is one call:
+// acc = 256·h[j] + l[j] with two planes, acc = h[j] with one (l null). The rounding then runs
+// in 32-bit lanes, twice as many per vector, and the int64 tile is never written. Taken where
+// planes_round_fits holds.
+using RoundPlanesRowFn = RowStats (*)(const portable::GemmEpilogue& e, const std::int32_t* h,
+                                      const std::int32_t* l, int nv, std::int16_t* m);
+// Two planes: 256·h + l + 2^(s−1) = 256·(h + (l >> 8) + 2^(s−9)) + (l mod 256), whose middle term
+// stays inside int32 for 9 ≤ s ≤ 38 (|h| ≤ 2^30, |l| < 2^31). One plane: RNE in int32 for
+// 1 ≤ s ≤ 31 (gemm_round_int32).
+inline bool planes_round_fits(const portable::GemmEpilogue& e, int planes) {
+  return e.integer_only &&
+         (planes == 2 ? e.scale >= 9 && e.scale <= 38 : e.scale >= 1 && e.scale <= 31);
+}
+
+// The int32 sums of one call (≤ kMaxIntPairs pairs), not widened: sums[(q·MR + r)·NR + j] for
+// plane q (0: the high plane, weight 256; 1: the low plane, or a u8 B's only plane).
+using IntPlanesFn = void (*)(std::int64_t pairs, const std::int16_t* a, const std::int16_t* b,
+                             std::int32_t* sums);
+
 struct IntKernel {
   int mr = 0, nr = 0, planes = 0;
   IntKernelFn fn = nullptr;
+  IntPlanesFn planes_fn = nullptr;  // optional: the single-k-block store path
 };
 struct F32Kernel {
   int mr = 0, nr = 0;
@@ -71,6 +91,7 @@ struct KernelSet {
   IntKernel flex16;
   F32Kernel f32;
   RoundRowFn round_row = nullptr;
+  RoundPlanesRowFn round_planes_row = nullptr;  // with the kernels' planes_fn
 };
 
 enum class GemmIsa : std::uint8_t { scalar, avx2, avx512 };

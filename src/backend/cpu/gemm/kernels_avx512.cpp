@@ -29,11 +29,12 @@ namespace flexkit::backend::cpu::gemm_detail {
 namespace {
 
 // MR rows × NV·16 columns, P planes: MR·NV·P int32 accumulators (24 of the 32 zmm registers
-// for the shapes used below), NV·P B vectors and one A broadcast per row.
+// for the shapes used below), NV·P B vectors and one A broadcast per row. The sums go to memory
+// (see IntPlanesFn for the layout): that keeps GCC's register allocator from spilling
+// accumulators inside the k loop.
 template <int MR, int NV, int P>
-FLEXKIT_TARGET_AVX512 void int_kernel(std::int64_t pairs, const std::int16_t* a,
-                                      const std::int16_t* b, std::int64_t* tile, std::int64_t ldc,
-                                      bool accumulate) {
+FLEXKIT_TARGET_AVX512 void int_planes(std::int64_t pairs, const std::int16_t* a,
+                                      const std::int16_t* b, std::int32_t* sums) {
   constexpr int NR = NV * 16;
   // Flat arrays: GCC keeps them in registers, but spills [P][MR][NV] ones in the k loop.
   __m512i acc[P * MR * NV];
@@ -64,11 +65,18 @@ FLEXKIT_TARGET_AVX512 void int_kernel(std::int64_t pairs, const std::int16_t* a,
               _mm512_dpwssd_epi32(acc[(q * MR + r) * NV + v], av, bv[q * NV + v]);
     }
   }
-  // Widen: int64 tile (+)= 256·H + L (two planes) or the one plane's sum. Going through memory
-  // keeps GCC's register allocator from spilling accumulators inside the k loop above.
-  alignas(64) std::int32_t sums[P * MR * NV * 16];
 #pragma GCC unroll 64
-  for (int i = 0; i < P * MR * NV; ++i) _mm512_store_si512(sums + i * 16, acc[i]);
+  for (int i = 0; i < P * MR * NV; ++i) _mm512_storeu_si512(sums + i * 16, acc[i]);
+}
+
+// int_planes, then the int64 tile (+)= 256·H + L (two planes) or the one plane's sum.
+template <int MR, int NV, int P>
+FLEXKIT_TARGET_AVX512 void int_kernel(std::int64_t pairs, const std::int16_t* a,
+                                      const std::int16_t* b, std::int64_t* tile, std::int64_t ldc,
+                                      bool accumulate) {
+  constexpr int NR = NV * 16;
+  alignas(64) std::int32_t sums[P * MR * NV * 16];
+  int_planes<MR, NV, P>(pairs, a, b, sums);
   for (int r = 0; r < MR; ++r) {
     for (int half = 0; half < 2 * NV; ++half) {
       const std::int32_t* h = sums + r * NR + half * 8;
@@ -142,14 +150,59 @@ FLEXKIT_TARGET_AVX512 RowStats round_row(const portable::GemmEpilogue& e, const 
   return {static_cast<std::int32_t>(_mm512_reduce_max_epi64(max_abs)), saturated};
 }
 
+// See RoundPlanesRowFn: sixteen int32 lanes at a time; lanes past nv load as 0 and round to 0.
+FLEXKIT_TARGET_AVX512 RowStats round_planes_row(const portable::GemmEpilogue& e,
+                                                const std::int32_t* h, const std::int32_t* l,
+                                                int nv, std::int16_t* m) {
+  const int s = e.scale;
+  const __m512i max_m = _mm512_set1_epi32(portable::kFlex16MaxM);
+  const __m512i min_m = _mm512_set1_epi32(portable::kFlex16MinM);
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i max_abs = zero;
+  int saturated = 0;
+  for (int j = 0; j < nv; j += 16) {
+    const __mmask16 lanes = nv - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nv - j)) - 1u);
+    const __m512i hv = _mm512_maskz_loadu_epi32(lanes, h + j);
+    __m512i q;
+    if (l != nullptr) {
+      // y = h + (l >> 8) + 2^(s−9); q = y >> (s − 8), cleared to even where the sum was a tie:
+      // l mod 256 = 0 and y mod 2^(s−8) = 0 (see planes_round_fits).
+      const __m512i lv = _mm512_maskz_loadu_epi32(lanes, l + j);
+      const __m512i y = _mm512_add_epi32(_mm512_add_epi32(hv, _mm512_srai_epi32(lv, 8)),
+                                         _mm512_set1_epi32(std::int32_t{1} << (s - 9)));
+      q = _mm512_sra_epi32(y, _mm_cvtsi32_si128(s - 8));
+      const __mmask16 tie =
+          _mm512_testn_epi32_mask(lv, _mm512_set1_epi32(255)) &
+          _mm512_testn_epi32_mask(y, _mm512_set1_epi32(std::int32_t((1u << (s - 8)) - 1u)));
+      q = _mm512_mask_and_epi32(q, tie, q, _mm512_set1_epi32(~1));
+    } else {
+      // gemm_round_int32: q0 + ((acc mod 2^s) + 2^(s−1) − 1 + q0 mod 2) >> s, unsigned.
+      const __m128i count = _mm_cvtsi32_si128(s);
+      const __m512i q0 = _mm512_sra_epi32(hv, count);
+      const __m512i rem = _mm512_and_si512(hv, _mm512_set1_epi32(std::int32_t((1u << s) - 1u)));
+      const __m512i up = _mm512_add_epi32(
+          _mm512_add_epi32(rem, _mm512_set1_epi32(std::int32_t((1u << (s - 1)) - 1u))),
+          _mm512_and_si512(q0, _mm512_set1_epi32(1)));
+      q = _mm512_add_epi32(q0, _mm512_srl_epi32(up, count));
+    }
+    const __mmask16 out = _mm512_cmpgt_epi32_mask(q, max_m) | _mm512_cmplt_epi32_mask(q, min_m);
+    saturated += __builtin_popcount(out);
+    const __m512i v = _mm512_min_epi32(_mm512_max_epi32(q, min_m), max_m);
+    max_abs = _mm512_max_epi32(max_abs, _mm512_abs_epi32(v));
+    _mm256_mask_storeu_epi16(m + j, lanes, _mm512_cvtepi32_epi16(v));
+  }
+  return {_mm512_reduce_max_epi32(max_abs), saturated};
+}
+
 }  // namespace
 
 KernelSet avx512_kernels() {
   KernelSet s;
-  s.u8 = {12, 32, 1, &int_kernel<12, 2, 1>};
-  s.flex16 = {6, 32, 2, &int_kernel<6, 2, 2>};
+  s.u8 = {12, 32, 1, &int_kernel<12, 2, 1>, &int_planes<12, 2, 1>};
+  s.flex16 = {6, 32, 2, &int_kernel<6, 2, 2>, &int_planes<6, 2, 2>};
   s.f32 = {12, 32, &f32_kernel<12, 2>};
   s.round_row = &round_row;
+  s.round_planes_row = &round_planes_row;
   return s;
 }
 #else
