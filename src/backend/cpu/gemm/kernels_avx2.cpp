@@ -27,11 +27,11 @@ namespace flexkit::backend::cpu::gemm_detail {
 namespace {
 
 // MR rows × NV·8 columns, P planes; sized to the 16 ymm registers (MR·NV·P accumulators,
-// NV·P B vectors, one broadcast and one product temporary).
+// NV·P B vectors, one broadcast and one product temporary). The sums go to memory (IntPlanesFn's
+// layout), as in kernels_avx512.cpp.
 template <int MR, int NV, int P>
-FLEXKIT_TARGET_AVX2 void int_kernel(std::int64_t pairs, const std::int16_t* a,
-                                    const std::int16_t* b, std::int64_t* tile, std::int64_t ldc,
-                                    bool accumulate) {
+FLEXKIT_TARGET_AVX2 void int_planes(std::int64_t pairs, const std::int16_t* a,
+                                    const std::int16_t* b, std::int32_t* sums) {
   constexpr int NR = NV * 8;
   // Flat arrays: GCC keeps them in registers, but spills [P][MR][NV] ones in the k loop.
   __m256i acc[P * MR * NV];
@@ -64,11 +64,19 @@ FLEXKIT_TARGET_AVX2 void int_kernel(std::int64_t pairs, const std::int16_t* a,
               _mm256_add_epi32(acc[(q * MR + r) * NV + v], _mm256_madd_epi16(av, bv[q * NV + v]));
     }
   }
-  // Widen through memory, as in kernels_avx512.cpp.
-  alignas(32) std::int32_t sums[P * MR * NV * 8];
 #pragma GCC unroll 64
   for (int i = 0; i < P * MR * NV; ++i)
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sums + i * 8), acc[i]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + i * 8), acc[i]);
+}
+
+// int_planes, then the int64 tile (+)= 256·H + L (two planes) or the one plane's sum.
+template <int MR, int NV, int P>
+FLEXKIT_TARGET_AVX2 void int_kernel(std::int64_t pairs, const std::int16_t* a,
+                                    const std::int16_t* b, std::int64_t* tile, std::int64_t ldc,
+                                    bool accumulate) {
+  constexpr int NR = NV * 8;
+  alignas(32) std::int32_t sums[P * MR * NV * 8];
+  int_planes<MR, NV, P>(pairs, a, b, sums);
   for (int r = 0; r < MR; ++r) {
     for (int half = 0; half < 2 * NV; ++half) {
       const std::int32_t* h = sums + r * NR + half * 4;
@@ -112,32 +120,117 @@ FLEXKIT_TARGET_AVX2 void f32_kernel(std::int64_t k, const float* a, const float*
     for (int v = 0; v < NV; ++v) _mm256_storeu_ps(tile + r * ldc + v * 8, acc[r * NV + v]);
 }
 
-// See RoundRowFn. Each field is read from its own call (the compiler merges the two) because
-// GCC 12 keeps a returned Flex16Code in memory, which stops vectorization, when both fields are
-// read from one.
+// See RoundRowFn: portable::gemm_round_shift_right four int64 lanes at a time, as in
+// kernels_avx512.cpp. AVX2 has no 64-bit arithmetic shift, min or max: the shift is the logical
+// one with the sign's ones shifted in from the top, the clamps are compares and blends.
+FLEXKIT_TARGET_AVX2 __m256i sra_epi64(__m256i x, __m128i count, __m128i complement) {
+  const __m256i sign = _mm256_cmpgt_epi64(_mm256_setzero_si256(), x);
+  return _mm256_or_si256(_mm256_srl_epi64(x, count), _mm256_sll_epi64(sign, complement));
+}
+
 FLEXKIT_TARGET_AVX2 RowStats round_row(const portable::GemmEpilogue& e, const std::int64_t* acc,
                                        int nv, std::int16_t* m) {
-  if (!e.integer_only || e.scale <= 0 || e.scale >= 63) __builtin_unreachable();
-  const portable::GemmEpilogue el = e;
-  std::int32_t max_abs = 0, saturated = 0;
-  for (int j = 0; j < nv; ++j) {
-    const std::int64_t a = acc[j];
-    const std::int32_t v = portable::gemm_flex16_result(el, a, 0).m;
-    m[j] = static_cast<std::int16_t>(v);
-    max_abs = std::max(max_abs, v < 0 ? -v : v);
-    saturated += portable::gemm_flex16_result(el, a, 0).saturated ? 1 : 0;
+  const int s = e.scale;
+  const __m128i count = _mm_cvtsi32_si128(s), complement = _mm_cvtsi32_si128(64 - s);
+  const __m256i bias = _mm256_set1_epi64x((std::int64_t{1} << (s - 1)) - 1);
+  const __m256i one = _mm256_set1_epi64x(1);
+  const __m256i max_m = _mm256_set1_epi64x(portable::kFlex16MaxM);
+  const __m256i min_m = _mm256_set1_epi64x(portable::kFlex16MinM);
+  const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+  // Bytes 0-1 of each 64-bit lane to the bottom of its 128-bit half, then the halves joined.
+  const __m256i pick = _mm256_setr_epi8(0, 1, 8, 9, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        0, 1, 8, 9, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  __m128i max_abs = _mm_setzero_si128();
+  int saturated = 0;
+  for (int j = 0; j < nv; j += 4) {
+    const __m256i lanes = _mm256_cmpgt_epi64(_mm256_set1_epi64x(nv - j), lane);
+    const __m256i a = _mm256_maskload_epi64(reinterpret_cast<const long long*>(acc + j), lanes);
+    const __m256i odd = _mm256_and_si256(_mm256_srl_epi64(a, count), one);
+    const __m256i q =
+        sra_epi64(_mm256_add_epi64(_mm256_add_epi64(a, bias), odd), count, complement);
+    const __m256i over = _mm256_cmpgt_epi64(q, max_m), under = _mm256_cmpgt_epi64(min_m, q);
+    saturated +=
+        __builtin_popcount(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_or_si256(over, under))));
+    const __m256i v = _mm256_blendv_epi8(_mm256_blendv_epi8(q, max_m, over), min_m, under);
+    const __m256i picked = _mm256_shuffle_epi8(v, pick);
+    const __m128i packed =
+        _mm_unpacklo_epi32(_mm256_castsi256_si128(picked), _mm256_extracti128_si256(picked, 1));
+    // |−32768| is 0x8000 as an unsigned 16-bit value.
+    max_abs = _mm_max_epu16(max_abs, _mm_abs_epi16(packed));
+    alignas(16) std::int16_t four[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(four), packed);
+    std::memcpy(m + j, four, sizeof(std::int16_t) * static_cast<std::size_t>(std::min(4, nv - j)));
   }
-  return {max_abs, saturated};
+  alignas(16) std::uint16_t lanes_max[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes_max), max_abs);
+  return {static_cast<std::int32_t>(*std::max_element(lanes_max, lanes_max + 4)), saturated};
+}
+
+// See RoundPlanesRowFn: eight int32 lanes at a time, the same arithmetic as the AVX-512 one;
+// lanes past nv load as 0 and round to 0, and a short row's last vector is stored through a
+// small buffer.
+FLEXKIT_TARGET_AVX2 RowStats round_planes_row(const portable::GemmEpilogue& e,
+                                              const std::int32_t* h, const std::int32_t* l, int nv,
+                                              std::int16_t* m) {
+  const int s = e.scale;
+  const __m256i max_m = _mm256_set1_epi32(portable::kFlex16MaxM);
+  const __m256i min_m = _mm256_set1_epi32(portable::kFlex16MinM);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i max_abs = zero;
+  int saturated = 0;
+  for (int j = 0; j < nv; j += 8) {
+    const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nv - j), lane);
+    const __m256i hv = _mm256_maskload_epi32(h + j, lanes);
+    __m256i q;
+    if (l != nullptr) {
+      const __m256i lv = _mm256_maskload_epi32(l + j, lanes);
+      const __m256i y = _mm256_add_epi32(_mm256_add_epi32(hv, _mm256_srai_epi32(lv, 8)),
+                                         _mm256_set1_epi32(std::int32_t{1} << (s - 9)));
+      q = _mm256_sra_epi32(y, _mm_cvtsi32_si128(s - 8));
+      const __m256i tie = _mm256_and_si256(
+          _mm256_cmpeq_epi32(_mm256_and_si256(lv, _mm256_set1_epi32(255)), zero),
+          _mm256_cmpeq_epi32(
+              _mm256_and_si256(y, _mm256_set1_epi32(std::int32_t((1u << (s - 8)) - 1u))), zero));
+      q = _mm256_andnot_si256(_mm256_and_si256(tie, _mm256_set1_epi32(1)), q);
+    } else {
+      const __m128i count = _mm_cvtsi32_si128(s);
+      const __m256i q0 = _mm256_sra_epi32(hv, count);
+      const __m256i rem = _mm256_and_si256(hv, _mm256_set1_epi32(std::int32_t((1u << s) - 1u)));
+      const __m256i up = _mm256_add_epi32(
+          _mm256_add_epi32(rem, _mm256_set1_epi32(std::int32_t((1u << (s - 1)) - 1u))),
+          _mm256_and_si256(q0, _mm256_set1_epi32(1)));
+      q = _mm256_add_epi32(q0, _mm256_srl_epi32(up, count));
+    }
+    const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(q, max_m), _mm256_cmpgt_epi32(min_m, q));
+    saturated += __builtin_popcount(_mm256_movemask_ps(_mm256_castsi256_ps(out)));
+    const __m256i v = _mm256_min_epi32(_mm256_max_epi32(q, min_m), max_m);
+    max_abs = _mm256_max_epi32(max_abs, _mm256_abs_epi32(v));
+    // packs works within 128-bit halves: v0-3 v0-3 v4-7 v4-7, then the two 64-bit runs joined.
+    const __m128i packed =
+        _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(v, v), 0xd8));
+    if (nv - j >= 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(m + j), packed);
+    } else {
+      alignas(16) std::int16_t tail[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tail), packed);
+      std::memcpy(m + j, tail, sizeof(std::int16_t) * static_cast<std::size_t>(nv - j));
+    }
+  }
+  alignas(32) std::int32_t lanes_max[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes_max), max_abs);
+  return {*std::max_element(lanes_max, lanes_max + 8), saturated};
 }
 
 }  // namespace
 
 KernelSet avx2_kernels() {
   KernelSet s;
-  s.u8 = {6, 16, 1, &int_kernel<6, 2, 1>};
-  s.flex16 = {6, 8, 2, &int_kernel<6, 1, 2>};
+  s.u8 = {6, 16, 1, &int_kernel<6, 2, 1>, &int_planes<6, 2, 1>};
+  s.flex16 = {6, 8, 2, &int_kernel<6, 1, 2>, &int_planes<6, 1, 2>};
   s.f32 = {6, 16, &f32_kernel<6, 2>};
   s.round_row = &round_row;
+  s.round_planes_row = &round_planes_row;
   return s;
 }
 #else
