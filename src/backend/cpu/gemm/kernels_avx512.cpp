@@ -95,7 +95,8 @@ FLEXKIT_TARGET_AVX512 void int_kernel(std::int64_t pairs, const std::int16_t* a,
 
 // MR rows × NV·16 columns of f32, MR·NV accumulators. The set below uses 6 × 64: per k, 4 B
 // vectors and 6 broadcasts feed 24 FMAs (12 × 32 took 2 and 12 for the same 24, and measured
-// 4–14 % slower on the development machine's AVX-512 cores).
+// 4–14 % slower on the development machine's AVX-512 cores; the one-plane u8 integer kernel
+// likewise).
 template <int MR, int NV>
 FLEXKIT_TARGET_AVX512 void f32_kernel(std::int64_t k, const float* a, const float* b, float* tile,
                                       std::int64_t ldc, bool accumulate) {
@@ -201,7 +202,7 @@ FLEXKIT_TARGET_AVX512 RowStats round_planes_row(const portable::GemmEpilogue& e,
 
 KernelSet avx512_kernels() {
   KernelSet s;
-  s.u8 = {12, 32, 1, &int_kernel<12, 2, 1>, &int_planes<12, 2, 1>};
+  s.u8 = {6, 64, 1, &int_kernel<6, 4, 1>, &int_planes<6, 4, 1>};
   s.flex16 = {6, 32, 2, &int_kernel<6, 2, 2>, &int_planes<6, 2, 2>};
   s.f32 = {6, 64, &f32_kernel<6, 4>};
   s.round_row = &round_row;
