@@ -81,35 +81,47 @@ FLEXKIT_HD Flex16Code gemm_round_shift_right(int64_t acc, int32_t s) {
   return {static_cast<int16_t>(m), m != q};
 }
 
-// The same rounding in 32-bit arithmetic, unclamped, for products of at most 256 terms (the
-// shallow kernels: one to four 64-deep stages). The int16 × int16 accumulator arrives as its
-// three byte products, acc = 65536·hh + 256·mid + ll with |hh| < 2^23, |mid| < 2^25 and
-// 0 ≤ ll < 2^25 (so |acc| < 2^40), and 16 ≤ s ≤ 31. Half a unit is added first, into ll, so that
-// floor((acc + 2^(s−1)) / 2^s) rounds half up; a tie (acc + 2^(s−1) a multiple of 2^s) then
+// The same rounding for products of at most 256 terms (the shallow kernels: one to four 64-deep
+// stages), unclamped, from the accumulator's three byte products: acc = 65536·hh + 256·mid + ll
+// with |hh| ≤ 2^22, |mid| < 2^24, 0 ≤ ll < 2^24, and 16 ≤ s ≤ 31. With H = 256·hh + mid
+// (|H| < 2^31) and L = ll + 2^(s−1) (< 2^31), T = acc + 2^(s−1) = 256·H + L and
+// floor(T / 256) = U = H + floor(L / 256), so floor(T / 2^s) = floor(U / 2^(s−8)): the high word
+// of U · 2^(40−s). That rounds half up; a tie (T a multiple of 2^s, seen in T mod 2^32) then
 // clears bit 0, which picks the even neighbour. The result q = RNE(acc / 2^s) satisfies
-// |q| < 2^24; the caller saturates it (or stores its low 16 bits when no q of the tile leaves
-// the int16 range). Eight integer instructions on the device.
-FLEXKIT_HD uint32_t gemm_byte_perm(uint32_t a, uint32_t b, uint32_t selector) {
+// |q| < 2^24; the caller saturates it.
+//
+// On the device H, L, T and the high word are multiply-adds (IMAD, IMAD.HI) on the FMA pipe;
+// U, the tie's test and its fix run on the ALU pipe. All of the rounding used to run on the
+// ALU pipe, and bounded the shallow kernels' epilogue there. The multipliers come from the
+// kernel's arguments at run time (`one`), so that the compiler cannot turn a multiply by a
+// known power of two (or by one) back into a shift or an add on the ALU pipe.
+struct ByteProductRounding {
+  uint32_t one;          // 1
+  uint32_t times_256;    // 256
+  uint32_t half;         // 2^(s − 1)
+  int32_t q_multiplier;  // 2^(40 − s)
+  uint32_t tie_mask;     // 2^s − 1
+};
+// `one` must be 1 (on the device, a value the compiler cannot prove constant).
+FLEXKIT_HD ByteProductRounding gemm_byte_product_rounding(int32_t s, uint32_t one) {
+  return {one, one << 8, one << (s - 1), static_cast<int32_t>(one << (40 - s)), (one << s) - 1u};
+}
+FLEXKIT_HD int32_t gemm_round_byte_products(int32_t hh, int32_t mid, int32_t ll,
+                                            const ByteProductRounding& r) {
+  // (Unsigned arithmetic: the bits of the signed values, without overflow rules.)
+  const uint32_t h = static_cast<uint32_t>(hh) * r.times_256 + static_cast<uint32_t>(mid);
+  const uint32_t l = static_cast<uint32_t>(ll) * r.one + r.half;
+  const int32_t u = static_cast<int32_t>(h + (l >> 8));
+  const uint32_t t = h * r.times_256 + l;  // T mod 2^32
 #if FLEXKIT_DEVICE_PASS
-  return __byte_perm(a, b, selector);
+  const int32_t q = __mulhi(u, r.q_multiplier);
 #else
-  const uint64_t bytes = (uint64_t(b) << 32) | a;
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i)
-    r |= uint32_t((bytes >> (8 * ((selector >> (4 * i)) & 7))) & 255u) << (8 * i);
-  return r;
+  const int32_t q = static_cast<int32_t>((int64_t(u) * r.q_multiplier) >> 32);  // floor
 #endif
+  return (t & r.tie_mask) == 0 ? (q & ~int32_t(1)) : q;
 }
 FLEXKIT_HD int32_t gemm_round_byte_products(int32_t hh, int32_t mid, int32_t ll, int32_t s) {
-  // acc + 2^(s−1) = 65536·(hh + (mid >> 8)) + w with 0 ≤ w = 256·(mid mod 256) + ll + 2^(s−1)
-  // < 2^31.
-  const uint32_t w = gemm_byte_perm(static_cast<uint32_t>(mid), 0u, 0x4404u) +
-                     static_cast<uint32_t>(ll) + (uint32_t(1) << (s - 1));
-  const int32_t high = hh + (mid >> 8) + static_cast<int32_t>(w >> 16);
-  const int32_t q = high >> (s - 16);
-  // (acc + 2^(s−1)) mod 2^32: the low half of high above the low half of w.
-  const uint32_t low = gemm_byte_perm(w, static_cast<uint32_t>(high), 0x5410u);
-  return (low & ((uint32_t(1) << s) - 1u)) == 0 ? (q & ~int32_t(1)) : q;
+  return gemm_round_byte_products(hh, mid, ll, gemm_byte_product_rounding(s, 1u));
 }
 
 // The same for an accumulator that fits in int32 (int16 × u8 products of at most 256 terms:

@@ -12,9 +12,11 @@
 //   boundaries, so the loads of the next tiles are in flight while a tile's epilogue runs;
 // - a tile's first wgmma overwrites the accumulators (no zeroing pass);
 // - the epilogue works in 32-bit arithmetic (gemm_round_byte_products / gemm_round_int32: at
-//   most 256 products), stores the low 16 bits of each rounded value and keeps its maximum and
-//   minimum; only a tile that holds a value outside the int16 range is stored again, saturated
-//   and counted. Statistics are committed once per CTA;
+//   most 256 products), mostly in multiply-adds on the FMA pipe beside the ALU pipe; it packs
+//   pairs of rounded values saturated to int16 (cvt.pack.sat) and keeps the packed pairs'
+//   maximum and minimum (one three-way max and min per four values). Only a thread whose
+//   extremes reach a bound of the int16 range recounts its values for saturation. Statistics
+//   are committed once per CTA;
 // - state that no epilogue reads (the column cursor, the gather of a tile's later stages, the
 //   split's offsets, the statistics so far) waits in shared memory between its uses, which
 //   leaves the rounding more registers for elements in flight (see ThreadStash).
@@ -320,14 +322,24 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   // Written by every tile's first wgmmas (the `fresh` forms), read by its epilogue.
   // (Value-initialised only to quiet the front end: the first writes make the zeros dead.)
   uint32_t acc_hi[64] = {}, acc_mid[kBIsU8 ? 1 : 64] = {}, acc_lo[64] = {};
+  // The multipliers of the int16 rounding, built from a 1 the compiler cannot fold (scale is
+  // never negative here), so that they stay multiplies on the FMA pipe.
+  const uint32_t one = 1u + (static_cast<uint32_t>(scale) >> 31);
+  const portable::ByteProductRounding rounding = portable::gemm_byte_product_rounding(scale, one);
   auto rounded = [&](int i) {
     if constexpr (kBIsU8) {
       return portable::gemm_round_int32(static_cast<int32_t>(acc_hi[i] * 256u + acc_lo[i]), scale);
     } else {
       return portable::gemm_round_byte_products(static_cast<int32_t>(acc_hi[i]),
                                                 static_cast<int32_t>(acc_mid[i]),
-                                                static_cast<int32_t>(acc_lo[i]), scale);
+                                                static_cast<int32_t>(acc_lo[i]), rounding);
     }
+  };
+  // Two rounded values saturated to int16 and packed (q0 in the low half), in one instruction.
+  auto pack_saturated = [](int32_t q0, int32_t q1) {
+    uint32_t packed;
+    asm("cvt.pack.sat.s16.s32 %0, %1, %2;" : "=r"(packed) : "r"(q1), "r"(q0));
+    return packed;
   };
 
   // Ring positions as byte offsets: raw_issue holds stage + R (= stage % R), the raw slot after
@@ -411,15 +423,15 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       const int64_t cols_left = p.n - col0;
       const int cols = static_cast<int>(cols_left < kWgmmaTileN ? cols_left : kWgmmaTileN);
       int16_t* const out0 = out_warp + (lane >> 2) * rs + 2 * (lane & 3) + col0;
-      int32_t tile_max = 0, tile_min = 0;
-      uint32_t saturated = 0;
+      // The extremes of the stored (saturated) values, as pairs of int16 lanes: one three-way
+      // max and one min per four values.
+      uint32_t pair_max = 0x80008000u, pair_min = 0x7fff7fffu;
       // Accumulators 4j + 2r and 4j + 2r + 1: row + 8r, columns 8j + 2·(lane % 4) + {0, 1}.
       auto store_pair = [&](int j, int r) {
-        const int32_t q0 = rounded(4 * j + 2 * r), q1 = rounded(4 * j + 2 * r + 1);
-        tile_max = __vimax3_s32(tile_max, q0, q1);
-        tile_min = __vimin3_s32(tile_min, q0, q1);
-        *reinterpret_cast<uint32_t*>(out0 + 8 * r * rs + 8 * j) =
-            __byte_perm(static_cast<uint32_t>(q0), static_cast<uint32_t>(q1), 0x5410);
+        const uint32_t packed = pack_saturated(rounded(4 * j + 2 * r), rounded(4 * j + 2 * r + 1));
+        pair_max = __vimax3_s16x2(pair_max, packed, packed);
+        pair_min = __vimin3_s16x2(pair_min, packed, packed);
+        *reinterpret_cast<uint32_t*>(out0 + 8 * r * rs + 8 * j) = packed;
       };
       if (row_ok1 && cols == kWgmmaTileN && staged) {
         // Both rows and every column inside: unguarded, through the warp's staging rows (with
@@ -430,15 +442,15 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
         for (int half = 0; half < 2; ++half) {
 #pragma unroll
           for (int jj = 0; jj < 8; ++jj) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int i = 4 * (8 * half + jj) + 2 * r;
-              const int32_t q0 = rounded(i), q1 = rounded(i + 1);
-              tile_max = __vimax3_s32(tile_max, q0, q1);
-              tile_min = __vimin3_s32(tile_min, q0, q1);
-              sts32(staging + ((lane >> 2) + 8 * r) * kShallowStagePitch + 16 * jj + 4 * (lane & 3),
-                    __byte_perm(static_cast<uint32_t>(q0), static_cast<uint32_t>(q1), 0x5410));
-            }
+            const int i = 4 * (8 * half + jj);
+            const uint32_t row0 = pack_saturated(rounded(i), rounded(i + 1));
+            const uint32_t row8 = pack_saturated(rounded(i + 2), rounded(i + 3));
+            pair_max = __vimax3_s16x2(pair_max, row0, row8);
+            pair_min = __vimin3_s16x2(pair_min, row0, row8);
+            const uint32_t at =
+                staging + (lane >> 2) * kShallowStagePitch + 16 * jj + 4 * (lane & 3);
+            sts32(at, row0);
+            sts32(at + 8 * kShallowStagePitch, row8);
           }
           __syncwarp();
 #pragma unroll
@@ -458,20 +470,21 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
           if (row_ok1) store_pair(j, 1);
         }
       }
-      if (tile_max > portable::kFlex16MaxM || tile_min < portable::kFlex16MinM) {
-        // Rare: this thread stored a value out of range. Store its elements again saturated
-        // (unrolled: an indexed accumulator would move the arrays into local memory).
+      const int32_t tile_max = max(static_cast<int32_t>(pair_max) >> 16,
+                                   static_cast<int32_t>(static_cast<int16_t>(pair_max)));
+      const int32_t tile_min = min(static_cast<int32_t>(pair_min) >> 16,
+                                   static_cast<int32_t>(static_cast<int16_t>(pair_min)));
+      uint32_t saturated = 0;
+      if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM) {
+        // Rare: a stored value sits on a bound, so it may have been clamped. Count the clamped
+        // ones from the unclamped values (unrolled: an indexed accumulator would move the arrays
+        // into local memory).
 #pragma unroll
         for (int i = 0; i < 64; ++i) {
           const int j = i >> 2, r = (i >> 1) & 1;
           const int32_t q = rounded(i);
-          const int32_t m = q > portable::kFlex16MaxM   ? portable::kFlex16MaxM
-                            : q < portable::kFlex16MinM ? portable::kFlex16MinM
-                                                        : q;
-          if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0)) {
-            out0[8 * r * rs + 8 * j + (i & 1)] = static_cast<int16_t>(m);
-            saturated += m != q ? 1 : 0;
-          }
+          if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0))
+            saturated += q > portable::kFlex16MaxM || q < portable::kFlex16MinM ? 1 : 0;
         }
       }
       uint32_t stats[3];
