@@ -6,18 +6,24 @@
 #include <vector>
 
 #include "backend/cuda/check.hpp"
-#include "backend/device_memory.hpp"
+#include "backend/cuda/stats_publish.hpp"
 #include "core/storage.hpp"
 
 namespace flexkit::backend::cuda {
 namespace {
 
-// Pinned host records and their arrival events, reused: allocating pinned memory and creating
-// events cost far more than a small product. A slot is handed out again only once its event
-// has completed (a record nobody waited for may still be on its way).
+// A record's home, reused from call to call: a device record that is the identity whenever the
+// slot is free (the publish kernel sets it back), mapped pinned host memory the publish kernel
+// writes into, and the event that marks the publish done. Allocating pinned memory and creating
+// events cost far more than a small product, and an in-stream copy each way around a product cost
+// more than its kernel's launch (both copies are gone: the record needs no setting before a
+// product, and the publish kernel writes the host copy). A slot is handed out again only once its
+// event has completed.
 struct Slot {
-  portable::GemmStats* host = nullptr;
-  cudaEvent_t arrived = nullptr;
+  portable::GemmStats* host = nullptr;            // pinned, mapped
+  portable::GemmStats* host_on_device = nullptr;  // its address on the device
+  portable::GemmStats* record = nullptr;          // device memory
+  cudaEvent_t published = nullptr;
 };
 
 class SlotPool {
@@ -27,7 +33,7 @@ class SlotPool {
       std::lock_guard<std::mutex> lock(mutex_);
       std::vector<Slot>& free = free_[device];
       for (std::size_t i = 0; i < free.size(); ++i) {
-        const cudaError_t status = cudaEventQuery(free[i].arrived);
+        const cudaError_t status = cudaEventQuery(free[i].published);
         if (status == cudaErrorNotReady) continue;
         FLEXKIT_CUDA_CHECK(status);
         const Slot slot = free[i];
@@ -36,17 +42,7 @@ class SlotPool {
         return slot;
       }
     }
-    DeviceGuard guard(device);
-    Slot slot;
-    void* host = nullptr;
-    FLEXKIT_CUDA_CHECK(cudaHostAlloc(&host, sizeof(portable::GemmStats), cudaHostAllocPortable));
-    slot.host = static_cast<portable::GemmStats*>(host);
-    const cudaError_t made = cudaEventCreateWithFlags(&slot.arrived, cudaEventDisableTiming);
-    if (made != cudaSuccess) {
-      cudaFreeHost(host);
-      FLEXKIT_CUDA_CHECK(made);
-    }
-    return slot;
+    return make(device);
   }
   void release(int device, Slot slot) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -58,6 +54,36 @@ class SlotPool {
   }
 
  private:
+  static Slot make(int device) {
+    DeviceGuard guard(device);
+    Slot slot;
+    // Freed in reverse order if a later step fails.
+    auto undo = [&] {
+      if (slot.published) cudaEventDestroy(slot.published);
+      if (slot.record) cudaFree(slot.record);
+      if (slot.host) cudaFreeHost(slot.host);
+    };
+    try {
+      void* host = nullptr;
+      FLEXKIT_CUDA_CHECK(cudaHostAlloc(&host, sizeof(portable::GemmStats),
+                                       cudaHostAllocPortable | cudaHostAllocMapped));
+      slot.host = static_cast<portable::GemmStats*>(host);
+      void* mapped = nullptr;
+      FLEXKIT_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
+      slot.host_on_device = static_cast<portable::GemmStats*>(mapped);
+      void* record = nullptr;
+      FLEXKIT_CUDA_CHECK(cudaMalloc(&record, sizeof(portable::GemmStats)));
+      slot.record = static_cast<portable::GemmStats*>(record);
+      const portable::GemmStats identity = portable::gemm_stats_identity();
+      FLEXKIT_CUDA_CHECK(cudaMemcpy(record, &identity, sizeof identity, cudaMemcpyHostToDevice));
+      FLEXKIT_CUDA_CHECK(cudaEventCreateWithFlags(&slot.published, cudaEventDisableTiming));
+    } catch (...) {
+      undo();
+      throw;
+    }
+    return slot;
+  }
+
   std::mutex mutex_;
   std::map<int, std::vector<Slot>> free_;
 };
@@ -72,12 +98,8 @@ SlotPool& pool() {
 struct DeviceStatsRecord::Parts {
   int device;
   Slot slot;
-  void* record = nullptr;  // device memory, from the caching allocator
   Parts(int d, Slot s) : device(d), slot(s) {}
-  ~Parts() {
-    if (record) deallocate(device, record);
-    pool().release(device, slot);
-  }
+  ~Parts() { pool().release(device, slot); }
 };
 
 namespace {
@@ -88,8 +110,8 @@ class PendingRecord final : public detail::PendingFlex16Stats {
       : parts_(std::move(parts)) {}
   Flex16Stats wait() override { return to_flex16(wait_record()); }
   portable::GemmStats wait_record() {
-    FLEXKIT_CUDA_CHECK(cudaEventSynchronize(parts_->slot.arrived));
-    return *parts_->slot.host;
+    FLEXKIT_CUDA_CHECK(cudaEventSynchronize(parts_->slot.published));
+    return *parts_->slot.host;  // written by the publish kernel, which the event follows
   }
   static Flex16Stats to_flex16(const portable::GemmStats& s) {
     return {s.max_abs_m, s.saturated, 0};
@@ -99,35 +121,42 @@ class PendingRecord final : public detail::PendingFlex16Stats {
   std::unique_ptr<DeviceStatsRecord::Parts> parts_;
 };
 
-}  // namespace
-
-DeviceStatsRecord::DeviceStatsRecord(int device, cudaStream_t stream) : parts_(nullptr) {
-  auto parts = std::make_unique<Parts>(device, pool().acquire(device));
-  parts->record = allocate(device, sizeof(portable::GemmStats));
-  *parts->slot.host = portable::gemm_stats_identity();
-  FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(parts->record, parts->slot.host, sizeof(portable::GemmStats),
-                                     cudaMemcpyHostToDevice, stream));
-  // Marks when the copy has read the host slot: a record dropped before finish() goes back to
-  // the pool, which hands it out again only after that.
-  FLEXKIT_CUDA_CHECK(cudaEventRecord(parts->slot.arrived, stream));
-  stream_ = stream;
-  parts_ = parts.release();
+// The publish kernel and its event, queued behind the product.
+void publish(const Slot& slot, cudaStream_t stream) {
+  launch_publish_stats(slot.record, slot.host_on_device, stream);
+  FLEXKIT_CUDA_CHECK(cudaEventRecord(slot.published, stream));
 }
 
+}  // namespace
+
+DeviceStatsRecord::DeviceStatsRecord(int device, cudaStream_t stream)
+    : parts_(new Parts(device, pool().acquire(device))), stream_(stream) {}
+
 DeviceStatsRecord::~DeviceStatsRecord() {
-  delete parts_;
+  if (!parts_) return;
+  // Dropped before finish() (an exception on the way): the kernels queued so far may still
+  // change the record, so the slot goes back only behind a publish that resets it. If even that
+  // cannot be queued, the slot is leaked rather than handed out in an unknown state.
+  try {
+    publish(parts_->slot, stream_);
+    delete parts_;
+  } catch (...) {
+  }
 }
 
 portable::GemmStats* DeviceStatsRecord::device_record() const {
-  return static_cast<portable::GemmStats*>(parts_->record);
+  return parts_->slot.record;
 }
 
 gemm::ExactStats DeviceStatsRecord::finish(bool wait) {
-  FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(parts_->slot.host, parts_->record, sizeof(portable::GemmStats),
-                                     cudaMemcpyDeviceToHost, stream_));
-  FLEXKIT_CUDA_CHECK(cudaEventRecord(parts_->slot.arrived, stream_));
   std::unique_ptr<Parts> owned(parts_);  // from here on released exactly once, even on a throw
   parts_ = nullptr;
+  try {
+    publish(owned->slot, stream_);
+  } catch (...) {
+    owned.release();  // leaked: its record may never be reset
+    throw;
+  }
   auto pending = std::make_shared<PendingRecord>(std::move(owned));
   gemm::ExactStats out;
   if (wait) {

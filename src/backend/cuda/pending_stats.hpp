@@ -1,8 +1,8 @@
 // The statistics record of one exact product on a CUDA device, brought back without waiting:
-// the kernels fill a record in device memory, a copy queued behind them brings it into pinned
-// host memory and an event marks its arrival. The output's storage keeps the pending record, and
-// only a read of the statistics waits for the event — so back-to-back products never stall the
-// host (SPEC §1: reading the statistics is cheap; taking them is free).
+// the kernels fill a record in device memory, a publish kernel queued behind them writes it into
+// mapped pinned host memory (and resets it) and an event marks its arrival. The output's storage
+// keeps the pending record, and only a read of the statistics waits for the event — so back-to-back
+// products never stall the host (SPEC §1: reading the statistics is cheap; taking them is free).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -12,7 +12,8 @@ namespace flexkit::backend::cuda {
 
 class DeviceStatsRecord {
  public:
-  // A record on `device`, set to gemm_stats_identity() by a copy queued on `stream`.
+  // A record on `device` that holds gemm_stats_identity() (a pooled one, reset by its last
+  // publish), for kernels queued on `stream`.
   DeviceStatsRecord(int device, cudaStream_t stream);
   ~DeviceStatsRecord();
   DeviceStatsRecord(const DeviceStatsRecord&) = delete;
@@ -20,7 +21,7 @@ class DeviceStatsRecord {
 
   portable::GemmStats* device_record() const;
 
-  // Queues the copy back after everything queued so far on the stream. wait = true returns the
+  // Queues the publish after everything queued so far on the stream. wait = true returns the
   // whole record now (a measuring pass needs its range at once); otherwise the record is
   // returned pending.
   gemm::ExactStats finish(bool wait);

@@ -1,0 +1,15 @@
+// Bringing an exact product's statistics record to the host without a copy: a one-thread kernel
+// queued behind the product writes the device record into mapped pinned host memory and sets it
+// back to the identity, ready for the record's next use.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "flexkit/portable/gemm_epilogue.hpp"
+
+namespace flexkit::backend::cuda {
+
+// Queues the publish on `stream`; `host` is the device's address of mapped pinned memory.
+void launch_publish_stats(portable::GemmStats* record, portable::GemmStats* host,
+                          cudaStream_t stream);
+
+}  // namespace flexkit::backend::cuda
