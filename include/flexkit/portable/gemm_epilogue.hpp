@@ -106,19 +106,32 @@ struct ByteProductRounding {
 FLEXKIT_HD ByteProductRounding gemm_byte_product_rounding(int32_t s, uint32_t one) {
   return {one, one << 8, one << (s - 1), static_cast<int32_t>(one << (40 - s)), (one << s) - 1u};
 }
-FLEXKIT_HD int32_t gemm_round_byte_products(int32_t hh, int32_t mid, int32_t ll,
-                                            const ByteProductRounding& r) {
+// The rounding in two steps: H and L first (two independent multiply-adds, which a kernel can run
+// over all its accumulators before the rest, freeing the registers of hh), then q from them.
+struct CombinedByteProducts {
+  uint32_t h;  // H = 256·hh + mid (the bits of an int32)
+  uint32_t l;  // L = ll + 2^(s−1)
+};
+FLEXKIT_HD CombinedByteProducts gemm_combine_byte_products(int32_t hh, int32_t mid, int32_t ll,
+                                                           const ByteProductRounding& r) {
   // (Unsigned arithmetic: the bits of the signed values, without overflow rules.)
-  const uint32_t h = static_cast<uint32_t>(hh) * r.times_256 + static_cast<uint32_t>(mid);
-  const uint32_t l = static_cast<uint32_t>(ll) * r.one + r.half;
-  const int32_t u = static_cast<int32_t>(h + (l >> 8));
-  const uint32_t t = h * r.times_256 + l;  // T mod 2^32
+  return {static_cast<uint32_t>(hh) * r.times_256 + static_cast<uint32_t>(mid),
+          static_cast<uint32_t>(ll) * r.one + r.half};
+}
+FLEXKIT_HD int32_t gemm_round_combined_byte_products(CombinedByteProducts c,
+                                                     const ByteProductRounding& r) {
+  const int32_t u = static_cast<int32_t>(c.h + (c.l >> 8));
+  const uint32_t t = c.h * r.times_256 + c.l;  // T mod 2^32
 #if FLEXKIT_DEVICE_PASS
   const int32_t q = __mulhi(u, r.q_multiplier);
 #else
   const int32_t q = static_cast<int32_t>((int64_t(u) * r.q_multiplier) >> 32);  // floor
 #endif
   return (t & r.tie_mask) == 0 ? (q & ~int32_t(1)) : q;
+}
+FLEXKIT_HD int32_t gemm_round_byte_products(int32_t hh, int32_t mid, int32_t ll,
+                                            const ByteProductRounding& r) {
+  return gemm_round_combined_byte_products(gemm_combine_byte_products(hh, mid, ll, r), r);
 }
 FLEXKIT_HD int32_t gemm_round_byte_products(int32_t hh, int32_t mid, int32_t ll, int32_t s) {
   return gemm_round_byte_products(hh, mid, ll, gemm_byte_product_rounding(s, 1u));
