@@ -86,58 +86,6 @@ int output_iwl(i64 terms) {
 // ≥ 10 repeats of a slower call would take a large share of the time budget by themselves.
 constexpr double kMaxCallMs = 2000;
 
-struct Timing {
-  double ms = 0;    // median per call
-  int repeats = 0;  // timed samples
-  int batch = 0;    // calls per sample
-};
-
-struct Events {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  Events() {
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  ~Events() {
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-  }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-};
-
-// CUDA events around `batch` back-to-back calls per sample, so that calls of a few microseconds
-// are not dominated by the host's launch latency; median over ≥ 10 samples after warm-up.
-Timing time_kernel(const std::function<void()>& body) {
-  Events ev;
-  // The first call may plan, compile or allocate a workspace: never timed.
-  body();
-  CUDA_CHECK(cudaStreamSynchronize(stream()));
-  CUDA_CHECK(cudaGetLastError());
-  auto span_ms = [&](int calls) {
-    CUDA_CHECK(cudaEventRecord(ev.start, stream()));
-    for (int i = 0; i < calls; ++i) body();
-    CUDA_CHECK(cudaEventRecord(ev.stop, stream()));
-    CUDA_CHECK(cudaEventSynchronize(ev.stop));
-    CUDA_CHECK(cudaGetLastError());
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-    return static_cast<double>(ms);
-  };
-  const double one = span_ms(1);
-  if (one > kMaxCallMs) throw Skipped(fmt("one call took %.0f ms (limit %.0f)", one, kMaxCallMs));
-  Timing t;
-  t.batch = std::clamp(static_cast<int>(std::ceil(1.0 / std::max(one, 1e-3))), 1, 64);
-  t.repeats = one >= 20 ? 10 : 20;  // slow calls: fewer repeats, still ≥ 10
-  span_ms(t.batch);                 // warm-up at the timed batch size
-  std::vector<double> samples;
-  for (int i = 0; i < t.repeats; ++i) samples.push_back(span_ms(t.batch) / t.batch);
-  std::sort(samples.begin(), samples.end());
-  const std::size_t h = samples.size() / 2;
-  t.ms = samples.size() % 2 ? samples[h] : 0.5 * (samples[h - 1] + samples[h]);
-  return t;
-}
-
 // ---- layers ---------------------------------------------------------------------------------
 
 constexpr i64 kBatch = 64;
@@ -380,7 +328,7 @@ void measure(Cell& cell, const std::string& what, double flops, const Array& out
       return;
     }
     cell.guard = "PASS";
-    const Timing t = time_kernel(body);
+    const Timing t = time_kernel(body, kMaxCallMs);
     cell.ms = t.ms;
     cell.tops = flops / (t.ms * 1e9);
     progress("%-40s %9.3f ms %8.2f TOP/s  (median of %d x %d calls)", what.c_str(), t.ms, cell.tops,
@@ -493,10 +441,12 @@ Cell copy_rate() {
     const Array src = Array::empty({static_cast<i64>(bytes)}, DType::u8, kGpu);
     const Array dst = Array::empty({static_cast<i64>(bytes)}, DType::u8, kGpu);
     CUDA_CHECK(cudaMemsetAsync(src.data(), 0x5a, bytes, stream()));
-    const Timing t = time_kernel([&] {
-      CUDA_CHECK(
-          cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, stream()));
-    });
+    const Timing t = time_kernel(
+        [&] {
+          CUDA_CHECK(
+              cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, stream()));
+        },
+        kMaxCallMs);
     cell.ms = t.ms;
     cell.tops = 2.0 * static_cast<double>(bytes) / (t.ms * 1e6);  // GB/s
     progress("%-40s %9.3f ms %8.1f GB/s", "copy 1 GiB device-to-device (= C)", t.ms, cell.tops);

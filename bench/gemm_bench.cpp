@@ -108,58 +108,6 @@ double mean_square(const std::vector<float>& v) {
 
 constexpr double kMaxCallMs = 3000;  // ≥ 10 repeats of a slower call would blow the time budget
 
-struct Timing {
-  double ms = 0;    // median per call
-  int repeats = 0;  // timed samples
-  int batch = 0;    // calls per sample
-};
-
-struct Events {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  Events() {
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  ~Events() {
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-  }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-};
-
-// CUDA events around `batch` back-to-back calls per sample, so that calls of a few microseconds
-// are not dominated by the host's launch latency; median over ≥ 10 samples after warm-up.
-Timing time_kernel(const std::function<void()>& body) {
-  Events ev;
-  // The first call may plan, compile or allocate a workspace: never timed.
-  body();
-  CUDA_CHECK(cudaStreamSynchronize(stream()));
-  CUDA_CHECK(cudaGetLastError());
-  auto span_ms = [&](int calls) {
-    CUDA_CHECK(cudaEventRecord(ev.start, stream()));
-    for (int i = 0; i < calls; ++i) body();
-    CUDA_CHECK(cudaEventRecord(ev.stop, stream()));
-    CUDA_CHECK(cudaEventSynchronize(ev.stop));
-    CUDA_CHECK(cudaGetLastError());
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-    return static_cast<double>(ms);
-  };
-  const double one = span_ms(1);
-  if (one > kMaxCallMs) throw Skipped(fmt("one call took %.0f ms (limit %.0f)", one, kMaxCallMs));
-  Timing t;
-  t.batch = std::clamp(static_cast<int>(std::ceil(1.0 / std::max(one, 1e-3))), 1, 64);
-  t.repeats = one >= 20 ? 10 : 20;  // big shapes: fewer repeats, still ≥ 10
-  span_ms(t.batch);                 // warm-up at the timed batch size
-  std::vector<double> samples;
-  for (int i = 0; i < t.repeats; ++i) samples.push_back(span_ms(t.batch) / t.batch);
-  std::sort(samples.begin(), samples.end());
-  const std::size_t h = samples.size() / 2;
-  t.ms = samples.size() % 2 ? samples[h] : 0.5 * (samples[h - 1] + samples[h]);
-  return t;
-}
-
 // ---- host references ------------------------------------------------------------------------
 
 // Operands in "dot form" on the host: A as m rows of k, B as n columns of k (B transposed), so
@@ -315,7 +263,7 @@ void measure(Row& row, Col col, const char* name, const Array& out,
   try {
     // Poison the output (NaN for floats, -1 for integers), so an unwritten tile cannot pass.
     CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.nbytes(), stream()));
-    const Timing t = time_kernel(body);
+    const Timing t = time_kernel(body, kMaxCallMs);
     const double tops = 2.0 * static_cast<double>(row.m) * static_cast<double>(row.n) *
                         static_cast<double>(row.k) / (t.ms * 1e9);
     const CheckResult c = check();
