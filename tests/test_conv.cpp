@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -825,6 +826,74 @@ TEST(Conv, RepeatedRunsAreBitIdentical) {
     const auto first = run(dir);
     for (int i = 0; i < 3; ++i) EXPECT_EQ(run(dir), first);
   }
+}
+
+// f32 results must not depend on how the CPU work was cut, and the cut depends on the thread
+// count, which is fixed for a process. So CTest runs this test in two processes
+// (tests/thread_count_independence.cmake, FLEXKIT_NUM_THREADS=1 and then 3): with
+// FLEXKIT_TEST_RESULTS_MODE=record it writes every output's bits to FLEXKIT_TEST_RESULTS_FILE,
+// with =compare it checks them against that file. Without those variables it compares two runs
+// in this process.
+TEST(Conv, F32ResultsDoNotDependOnTheThreadCount) {
+  std::vector<Geo> geos(3);
+  // A 1x1 layer with fewer filter rows than one microkernel panel: its update cuts the output
+  // channels when threads would otherwise idle.
+  geos[0].C = 8, geos[0].K = 64, geos[0].N = 8;
+  geos[0].in = {1, 20, 20};
+  geos[1].C = 17, geos[1].K = 24, geos[1].N = 5;
+  geos[1].in = {1, 13, 12};
+  geos[1].flt = {1, 3, 3};
+  geos[1].pad = {0, 1, 1};
+  geos[2] = geos[1];
+  geos[2].C = 9, geos[2].K = 16, geos[2].N = 3;
+  geos[2].in = {1, 15, 14};
+  geos[2].str = {1, 2, 2};
+  auto results = [&] {
+    std::vector<std::uint32_t> bits;
+    unsigned seed = 40;
+    for (const Geo& g : geos) {
+      const Array I = f32_array(random_reals(g.input_size(), ++seed), g.input_shape());
+      const Array F = f32_array(random_reals(g.filter_size(), ++seed), g.filter_shape());
+      const Array E = f32_array(random_reals(g.output_size(), ++seed), g.output_shape());
+      Array O = Array::empty(g.output_shape(), DType::f32, test::device());
+      Array dI = Array::empty(g.input_shape(), DType::f32, test::device());
+      Array dF = Array::empty(g.filter_shape(), DType::f32, test::device());
+      fprop(I, F, O, g.params());
+      bprop(F, E, dI, g.params());
+      update(I, E, dF, g.params());
+      for (const Array* a : {&O, &dI, &dF}) {
+        const std::vector<float> v = a->to_vector<float>();
+        const std::size_t at = bits.size();
+        bits.resize(at + v.size());
+        std::memcpy(bits.data() + at, v.data(), v.size() * sizeof(float));
+      }
+    }
+    return bits;
+  };
+  const std::vector<std::uint32_t> bits = results();
+  const char* path = std::getenv("FLEXKIT_TEST_RESULTS_FILE");
+  const char* mode = std::getenv("FLEXKIT_TEST_RESULTS_MODE");
+  if (path == nullptr || mode == nullptr) {
+    EXPECT_EQ(results(), bits);
+    return;
+  }
+  const std::string m = mode;
+  ASSERT_TRUE(m == "record" || m == "compare") << "FLEXKIT_TEST_RESULTS_MODE=" << m;
+  if (m == "record") {
+    std::FILE* f = std::fopen(path, "wb");
+    ASSERT_NE(f, nullptr) << path;
+    const std::size_t written = std::fwrite(bits.data(), sizeof(std::uint32_t), bits.size(), f);
+    ASSERT_EQ(std::fclose(f), 0);
+    ASSERT_EQ(written, bits.size());
+    return;
+  }
+  std::FILE* f = std::fopen(path, "rb");
+  ASSERT_NE(f, nullptr) << "no recorded results in " << path;
+  std::vector<std::uint32_t> recorded(bits.size() + 1);
+  const std::size_t read = std::fread(recorded.data(), sizeof(std::uint32_t), recorded.size(), f);
+  std::fclose(f);
+  recorded.resize(read);
+  EXPECT_EQ(recorded, bits) << "f32 results differ from the run with another thread count";
 }
 
 TEST(Conv, PlansAreReusableAndCached) {
