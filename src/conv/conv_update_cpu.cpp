@@ -1,11 +1,11 @@
 // CPU update (the filter gradient): gradF[(c,t,r,s), k] = Σ_{n, positions} Iup[…] · E[k, …].
 // The reduction runs over the batch and every output position, so it is not lowered at once:
-// each work unit (a range of filter rows × a slice of positions) lowers a bounded chunk of the
-// input at a time and feeds it, with the matching columns of E, to the GEMM microkernels, which
-// add into the unit's own int64 (f32) accumulators. Integer slices are then summed exactly, so
-// the result does not depend on how the work was cut; f32 work is cut by filter rows and output
-// channels only (never along the reduction), so every element sees one summation order whatever
-// the thread count.
+// each work unit (a range of filter rows × a range of output channels × a slice of positions)
+// lowers a bounded chunk of the input at a time and feeds it, with the matching columns of E, to
+// the GEMM microkernels, which add into the unit's own int64 (f32) accumulators. Integer slices
+// are then summed exactly, so the result does not depend on how the work was cut; f32 work is
+// cut by filter rows and output channels only (never along the reduction), so every element sees
+// one summation order whatever the thread count.
 #include <algorithm>
 #include <memory>
 #include <type_traits>
@@ -60,8 +60,8 @@ Split make_split(const Geometry& g, int nr, int mr, bool integer) {
   // range ran on one core): the output channels are cut too, into runs of whole microkernel
   // panels. That changes no element's summation, so the result stays independent of the cut.
   // Each channel run lowers its rows' input again, so only idle workers justify it (cutting
-  // 3x3 C64's three row ranges for four units measured 122 → 90 GOP/s). Integer work is cut
-  // along the positions instead, which lowers no input twice.
+  // 3x3 C64's three row ranges into six units measured no faster). Integer work is cut along
+  // the positions instead, which lowers no input twice.
   const std::int64_t workers = backend::cpu::worker_count();
   s.unit_channels = g.K;
   if (!integer && s.row_units < workers) {
@@ -93,7 +93,8 @@ struct UnitScratch {
   std::vector<TA> a_pack, b_pack;
 };
 
-// Adds one unit's products into acc (round_up(K, mr) × ld, zeroed by the caller).
+// Adds one unit's products, output channels [k0, k1), into acc (round_up(k1 − k0, mr) × ld,
+// zeroed by the caller).
 template <typename TA, typename TI, typename Acc>
 void run_unit(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& kr, std::int64_t r0,
               std::int64_t r1, std::int64_t k0, std::int64_t k1, std::int64_t pos0,
