@@ -445,10 +445,14 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       {2, 24, 16, 256, 4, 3, 1, 1, 1, false},  // tiles of 128 batch entries of one position
       // 1×1 layers of at most four 64-channel stages (the shallow persistent kernel): three
       // column tiles per CTA and a last tile row of 44 rows (fprop), four stages and a single
-      // tile row of 72 (fprop) with two tile rows in bprop, u8 spikes over four partial stages.
+      // tile row of 72 (fprop) with two tile rows in bprop, u8 spikes over four partial stages;
+      // a bprop of 48 rows over three stages with two or three column tiles per CTA (the
+      // warp-specialised kernel's consumers taking tiles in turns), whose fprop has a last tile
+      // row of 8.
       {2, 40, 300, 16, 32, 1, 0, 1, 1, false},
       {2, 256, 72, 8, 12, 1, 0, 1, 1, false},
       {2, 200, 136, 16, 10, 1, 0, 1, 1, true},
+      {2, 48, 136, 32, 36, 1, 0, 1, 1, false},
   };
   int failures = 0, index = 0;
   for (const Case& c : cases) {

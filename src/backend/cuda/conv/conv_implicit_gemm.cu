@@ -53,7 +53,8 @@ int stream_k_cta_count(int sms) {
 
 // Each kernel's shared-memory limit is raised once per device; false where the device or the
 // loaded image cannot run sm_90a code.
-// `shallow`: the persistent kernel for K of at most four stages (gemm_shallow.cuh).
+// `shallow`: the persistent kernels for K of at most four stages (gemm_shallow.cuh, and
+// gemm_shallow_specialized.cuh for flex16 activations).
 bool prepared(int device, bool b_is_u8, gk::ImplicitKernel kernel, bool shallow = false) {
   static std::mutex mutex;
   static std::map<std::tuple<int, bool, gk::ImplicitKernel, bool>, bool> known;
@@ -62,7 +63,8 @@ bool prepared(int device, bool b_is_u8, gk::ImplicitKernel kernel, bool shallow 
   if (auto it = known.find(key); it != known.end()) return it->second;
   bool ok = gk::device_is_sm90(device);
   if (ok && shallow) {
-    ok = gk::prepare_shallow(kernel, b_is_u8);
+    ok = gk::prepare_shallow(kernel, b_is_u8) &&
+         (b_is_u8 || gk::prepare_shallow_specialized(kernel));
   } else if (ok) {
     ok = b_is_u8 ? gk::prepare_gather_u8(kernel) : gk::prepare_gather_s16(kernel);
   }
@@ -354,15 +356,22 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     const std::int64_t ctas_per_row = std::max<std::int64_t>(1, std::min(tiles_n, sms / tiles_m));
     args.splits = 1;
     args.k_chunk = args.k;
+    // flex16 activations take the warp-specialised form (FLEXKIT_CONV_KERNEL=lockstep: the
+    // one-role kernel, for comparisons).
+    const bool specialized = args.b_is_u8 == 0 && !env_is("FLEXKIT_CONV_KERNEL", "lockstep");
     if (env_is("FLEXKIT_CONV_LOG", "1"))
       std::fprintf(stderr,
-                   "flexkit conv %s: shallow persistent implicit GEMM (m %lld n %lld k %lld, B %s, "
-                   "%lld CTAs)\n",
-                   name, static_cast<long long>(args.m), static_cast<long long>(args.n),
-                   static_cast<long long>(args.k), args.b_is_u8 ? "u8" : "flex16",
-                   static_cast<long long>(tiles_m * ctas_per_row));
-    gk::launch_shallow(setup.kernel, args.b_is_u8 != 0,
-                       dim3(static_cast<unsigned>(tiles_m * ctas_per_row)), args, stream);
+                   "flexkit conv %s: shallow persistent implicit GEMM%s (m %lld n %lld k %lld, B "
+                   "%s, %lld CTAs)\n",
+                   name, specialized ? ", warp-specialised" : "", static_cast<long long>(args.m),
+                   static_cast<long long>(args.n), static_cast<long long>(args.k),
+                   args.b_is_u8 ? "u8" : "flex16", static_cast<long long>(tiles_m * ctas_per_row));
+    const dim3 grid(static_cast<unsigned>(tiles_m * ctas_per_row));
+    if (specialized) {
+      gk::launch_shallow_specialized(setup.kernel, grid, args, stream);
+    } else {
+      gk::launch_shallow(setup.kernel, args.b_is_u8 != 0, grid, args, stream);
+    }
     return true;
   }
   const std::int64_t ctas = tiles_m * tiles_n * setup.taps;

@@ -29,5 +29,10 @@ bool prepare_shallow(ImplicitKernel kernel, bool b_is_u8);
 void launch_shallow(ImplicitKernel kernel, bool b_is_u8, dim3 grid, const IntegerGemmArgs& args,
                     cudaStream_t stream);
 int shallow_max_stages();
+// The same for flex16 activations with the work divided by role (gemm_shallow_specialized.cuh):
+// a producer warpgroup gathers and splits B, two consumer warpgroups multiply and round.
+bool prepare_shallow_specialized(ImplicitKernel kernel);
+void launch_shallow_specialized(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
+                                cudaStream_t stream);
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -1,0 +1,538 @@
+// The warp-specialised shallow kernel (sm_90a): the int16 form of gemm_shallow.cuh's persistent
+// implicit GEMM (1×1 fprop and bprop of flex16 activations, K of one to four 64-deep stages)
+// with its work divided by role instead of done in lockstep.
+//
+// Why: the lockstep kernel runs every instruction in all 256 threads, with a CTA barrier per
+// stage. Measured on the H200 (1x1 C64 K256 56x56 fprop): 41 % issue, about 40 % of the
+// instructions outside the epilogue (gather, split, wgmma set-up), and the epilogue's rounding
+// short of registers beside the 192 accumulators (fixed-latency waits 1.46 per instruction).
+//
+// Roles (384 threads, three warpgroups):
+// - the producer (warpgroup 0, few registers through setmaxnreg) walks the CTA's B stages: its
+//   cp.async gathers R − 1 stages ahead into a raw ring; once a stage has landed it splits it
+//   into a free plane slot and announces it on the slot's `full` barrier. Its 128 threads take
+//   the copies and splits that 256 threads take in the lockstep kernel (each thread also does
+//   those of thread t + 128: the same column chunk, k-rows 32 further, and warp w + 4's split);
+// - the two consumers (warpgroups 1 and 2, the registers the producer gave up) wait for a plane
+//   slot, run the wgmmas, give the slot back on its `empty` barrier once they have read it, and
+//   round and store their tile. Nothing makes the consumers wait for each other: each has its
+//   own staging rows, statistics and tile cursor.
+// - A tile row with more than 64 rows (m > 64) is shared: both consumers read every B stage,
+//   consumer c with A's rows 64c … 64c + 63. With at most 64 rows they take turns: consumer c
+//   owns the CTA's tiles c, c + 2, … with A's rows 0 … 63, so that no warpgroup multiplies the
+//   zero rows (the lockstep kernel's second warpgroup did, and had no epilogue).
+// A's stages are loaded and split in place once, before the roles part, as in the lockstep kernel.
+// The consumers' stores go through their warp's staging rows by stmatrix (one instruction per four
+// packed words instead of four 32-bit stores).
+//
+// Measured on the H200 against the lockstep kernel (FLEXKIT_CONV_KERNEL=lockstep), same build,
+// alternating, ms: 1x1 56x56 C64 K256 fprop 0.067 → 0.056 and bprop (m 64, four stages, tiles in
+// turns) 0.063 → 0.056; C256 K64 fprop (four stages) 0.063 → 0.056 and bprop 0.065 → 0.055.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/gemm/gemm_shallow.cuh"
+#include "backend/cuda/gemm/tma_pipeline.cuh"
+
+namespace flexkit::backend::cuda::gemm_kernels {
+namespace wgmma_detail {
+
+inline constexpr int kSpecializedThreads = 3 * 128;
+inline constexpr int kSpecializedPlaneSlots = 4;  // a power of two: slot and phase by shifts
+// Registers per thread of each role. The launch gives every thread 168 (65 536 / 384, rounded
+// down to a multiple of 8), and setmaxnreg only moves registers within the CTA's 384 · 168, so
+// producer + 2 · consumer = 3 · 168. Where they went (ptxas): the one-stage kernels spill nothing
+// at 56 / 224 and 40-odd bytes of the producer's at 40 / 232; the four-stage ones spill about
+// 110 bytes of the consumers' at 56 / 224 and 70 of the producer's at 40 / 232.
+inline constexpr int kLaunchRegisters = 168;
+__host__ __device__ constexpr int producer_registers(int a_stages) {
+  return a_stages == 1 ? 56 : 40;
+}
+__host__ __device__ constexpr int consumer_registers(int a_stages) {
+  return (3 * kLaunchRegisters - producer_registers(a_stages)) / 2;
+}
+static_assert(producer_registers(1) + 2 * consumer_registers(1) == 3 * kLaunchRegisters &&
+              consumer_registers(1) % 8 == 0 && consumer_registers(4) % 8 == 0);
+
+__host__ __device__ constexpr int specialized_raw_slots(int a_stages) {
+  return a_stages == 1 ? 7 : 4;
+}
+__host__ __device__ constexpr int specialized_smem_bytes(int a_stages) {
+  return a_stages * kShallowAStageBytes + specialized_raw_slots(a_stages) * kRawS16Bytes +
+         kSpecializedPlaneSlots * 2 * kPlaneBytes + kShallowStageBytes +
+         2 * kSpecializedPlaneSlots * 8 + kAlignSlack;
+}
+static_assert(specialized_smem_bytes(1) <= kSmemLimit &&
+                  specialized_smem_bytes(kShallowMaxStages) <= kSmemLimit,
+              "over the sm_90 shared-memory limit per block");
+
+// GatherCopy<int16_t>'s copies for 256 threads, taken by 128: thread t issues its own four
+// chunks and those of thread t + 128, whose column chunk is the same and whose k-rows lie 32
+// further (rowcontig_s16_first_k(u + 8) = rowcontig_s16_first_k(u) + 32, in the other half of
+// the swizzle's key).
+struct ProducerGather {
+  static constexpr int kChunkElements = 8;
+  int32_t x0[3];        // o_d·out_step_d + base_d of this thread's position
+  int64_t base_offset;  // elements: n0 + first k-row · channel_stride + Σ_d x0_d · in_stride_d
+  int32_t k_first;
+  uint32_t dst0, dst1;  // slot offsets of the first chunk of each half
+  bool column_ok;
+
+  __device__ __forceinline__ void init_at(const ConvGather& g, int64_t col, const int64_t (&o)[3],
+                                          int64_t n0, int64_t columns) {
+    const int t = threadIdx.x;  // 0 … 127
+    const int chunk = t & 15;
+    k_first = rowcontig_s16_first_k(t >> 4);
+    dst0 = raw_rowcontig_offset(k_first, chunk, 256);
+    dst1 = raw_rowcontig_offset(k_first + 32, chunk, 256);
+    column_ok = col < columns;
+#pragma unroll
+    for (int d = 0; d < 3; ++d) x0[d] = static_cast<int32_t>(o[d] * g.out_step[d] + g.base[d]);
+    base_offset = n0 + int64_t(k_first) * g.channel_stride;
+    if (!g.strided_gradient) {
+#pragma unroll
+      for (int d = 0; d < 3; ++d) base_offset += int64_t(x0[d]) * g.in_stride[d];
+    }
+  }
+
+  // The same checks and addresses as GatherCopy::issue; chunk j < 4 holds k-row k_first + 2j,
+  // chunk j ≥ 4 k-row k_first + 32 + 2 (j − 4).
+  __device__ __forceinline__ void issue(uint32_t slot, const int16_t* data, const ConvGather& g,
+                                        const TapWalk& walk, int k_valid) const {
+    bool ok = column_ok;
+    const int16_t* src;
+    if (!g.strided_gradient) {
+#pragma unroll
+      for (int d = 0; d < 3; ++d)
+        ok = ok && static_cast<uint32_t>(x0[d] + walk.disp(g, d)) < static_cast<uint32_t>(g.in[d]);
+      src = data + (base_offset + walk.b_offset);
+    } else {
+      int64_t offset = base_offset + int64_t(kWgmmaStageK) * walk.block * g.channel_stride;
+#pragma unroll
+      for (int d = 0; d < 3; ++d) {
+        int32_t x = x0[d] + walk.disp(g, d);
+        ok = ok && x >= 0 && x % g.divisor[d] == 0;
+        x /= g.divisor[d];
+        ok = ok && static_cast<uint32_t>(x) < static_cast<uint32_t>(g.in[d]);
+        offset += int64_t(x) * g.in_stride[d];
+      }
+      src = data + offset;
+    }
+    const int bytes = ok ? 16 : 0;
+    const int64_t step = int64_t(kRowContigS16KStep) * g.channel_stride;
+    const int64_t half = 32 * g.channel_stride;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int k = k_first + kRowContigS16KStep * (j & 3) + 32 * (j >> 2);
+      const uint32_t dst = (j < 4 ? dst0 : dst1) + 512u * (j & 3);
+      const int16_t* chunk_src = src + (j >> 2) * half + (j & 3) * step;
+      cp_async_16(slot + dst, chunk_src, k_valid == kWgmmaStageK || k < k_valid ? bytes : 0);
+    }
+  }
+};
+
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+template <int kRegisters>
+__device__ __forceinline__ void raise_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void lower_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+// Four 8 × 8 matrices of 16-bit elements from the accumulator layout into shared memory: lane t
+// gives the address of row t % 8 of matrix t / 8, register i holds matrix i's row t / 4, columns
+// 2·(t % 4) and 2·(t % 4) + 1.
+__device__ __forceinline__ void stsm_x4(uint32_t address, uint32_t r0, uint32_t r1, uint32_t r2,
+                                        uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
+// Which plane slot a B stage takes and which phase of the slot's barriers it is. Shared tiles:
+// one stream of stages over all four slots. Tiles taken in turns: consumer c's stages (tiles
+// c, c + 2, …) form their own stream over slots 2c and 2c + 1. Within a stream, stages are
+// produced and consumed in order, so a waiter is never more than one phase ahead of a barrier
+// (one stream over all slots would let a consumer wait for phase k + 2 of a slot whose phase
+// k + 1 the other consumer has not yet seen complete, and a parity wait cannot tell those apart).
+struct PlaneSchedule {
+  bool shared;
+  int stages;
+  __device__ __forceinline__ int stream_index(int tile, int si) const {
+    return shared ? tile * stages + si : (tile >> 1) * stages + si;
+  }
+  __device__ __forceinline__ int slot(int tile, int index) const {
+    return shared ? (index & 3) : 2 * (tile & 1) + (index & 1);
+  }
+  __device__ __forceinline__ int phase(int index) const { return shared ? index >> 2 : index >> 1; }
+  __device__ __forceinline__ int slots_per_stream() const { return shared ? 4 : 2; }
+};
+static_assert(kSpecializedPlaneSlots == 4, "PlaneSchedule's slot arithmetic");
+
+// p as for gemm_shallow_kernel (int16 B only).
+template <bool kAKContig, int kAStages>
+__global__ void __launch_bounds__(kSpecializedThreads, 1)
+    gemm_shallow_specialized_kernel(const __grid_constant__ IntegerGemmArgs p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Splitter = LeanSplitter<false, kAKContig, false, kWgmmaTileN>;
+  constexpr int kSlots = specialized_raw_slots(kAStages);
+  constexpr int kPlanes = kSpecializedPlaneSlots;
+  constexpr uint32_t kStagePlaneBytes = 2 * kPlaneBytes;
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t smem_address = raw_address + ((1024u - (raw_address & 1023u)) & 1023u);
+  const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
+  const uint32_t b_raw = a_region + kAStages * kShallowAStageBytes;
+  const uint32_t b_planes = b_raw + kSlots * kRawS16Bytes;
+  const uint32_t staging_region = b_planes + kPlanes * kStagePlaneBytes;
+  const uint32_t full_barriers = staging_region + kShallowStageBytes;
+  const uint32_t empty_barriers = full_barriers + 8 * kPlanes;
+
+  const ConvGather& g = p.gather;
+  const int stages = kAStages == 1 ? 1 : static_cast<int>(p.k / kWgmmaStageK);
+  const int tiles_m = p.tiles_m;
+  const int tile_m = static_cast<int>(blockIdx.x) % tiles_m;
+  const int ctas_per_row = static_cast<int>(gridDim.x) / tiles_m;
+  const int first_n = static_cast<int>(blockIdx.x) / tiles_m;
+  if (first_n >= p.tiles_n) return;
+  const int tile_count = (p.tiles_n - first_n + ctas_per_row - 1) / ctas_per_row;
+  const int total = tile_count * stages;
+  const int64_t row0 = int64_t(tile_m) * kWgmmaTileM;
+  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
+  // Both consumers read every stage (m > 64), or they take turns by tile.
+  const bool shared_tiles = rows_a > 64;
+  const PlaneSchedule schedule{shared_tiles, stages};
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kPlanes; ++s) {
+      tma::barrier_init(full_barriers + 8 * s, 128);                    // every producer thread
+      tma::barrier_init(empty_barriers + 8 * s, shared_tiles ? 8 : 4);  // a lane per consumer warp
+    }
+  }
+  // A: every stage of the tile row, copied raw and split in place by the first 256 threads (the
+  // lockstep kernel's mappings).
+  if (threadIdx.x < kWgmmaThreads) {
+    const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + row0 * p.a.row_stride;
+    const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
+    TapWalk walk;
+    walk.init(g, 0);
+    for (int s = 0; s < stages; ++s) {
+      copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes, a_tile + walk.a_offset,
+                                         a_ld, rows_a, walk.channels(g));
+      walk.advance(g);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  {
+    Splitter splitter;
+    splitter.init();
+    for (int s = 0; s < stages; ++s) {
+      typename Splitter::Regs r;
+      const uint32_t stage_address = a_region + s * kShallowAStageBytes;
+      if (threadIdx.x < kWgmmaThreads) splitter.load_a(stage_address, r);
+      __syncthreads();
+      if (threadIdx.x < kWgmmaThreads) splitter.a.store(r.a, stage_address);
+    }
+  }
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x >> 7;
+  if (warpgroup == 0) {
+    // ---------------------------------------------------------------- the producer
+    lower_registers<producer_registers(kAStages)>();
+    const int16_t* const b_data = static_cast<const int16_t*>(p.b.data);
+    ProducerGather gather;
+    TapWalk walk;
+    ColumnCursor cursor;
+    cursor.init(g, GatherCopy<int16_t>::chunk_column(int64_t(first_n) * kWgmmaTileN),
+                int64_t(ctas_per_row) * kWgmmaTileN);
+    int issue_stage = 0;
+    int issued = 0;
+    // The next stage of the CTA into raw slot `slot` (past the end: an empty group).
+    auto issue_next = [&](uint32_t slot) {
+      if (issued < total) {
+        if (issue_stage == 0) {
+          int64_t o64[3], n64;
+          cursor.position(o64, n64);
+          gather.init_at(g, cursor.col, o64, n64, p.n);
+          cursor.advance(g);
+          walk.init(g, 0);
+        }
+        gather.issue(b_raw + slot, b_data, g, walk, walk.channels(g));
+        walk.advance(g);
+        if (++issue_stage == stages) issue_stage = 0;
+      }
+      ++issued;
+      cp_async_commit();
+    };
+    for (int i = 0; i < kSlots - 1; ++i) issue_next(uint32_t(i) * kRawS16Bytes);
+
+    const int warp = threadIdx.x >> 5;
+    LeanS16RowContigSplit split_low, split_high;  // warps w and w + 4 of the 256-thread split
+    {
+      // LeanS16RowContigSplit::init reads the warp from threadIdx.x: the same arithmetic for a
+      // virtual warp.
+      const int lane = threadIdx.x & 31;
+      const int matrix = lane >> 3, r = lane & 7;
+      for (int h = 0; h < 2; ++h) {
+        LeanS16RowContigSplit& s = h == 0 ? split_low : split_high;
+        const int w = warp + 4 * h;
+        s.raw_offset = raw_rowcontig_offset(16 * (r >> 1) + 2 * matrix + (r & 1), w, 256);
+        s.plane_offset = wgmma::swizzle((8 * w + (lane >> 2)) * wgmma::kRowBytes + 16 * (lane & 3));
+      }
+    }
+    uint32_t raw_split = 0;                            // raw slot of stage s
+    uint32_t raw_issue = (kSlots - 1) * kRawS16Bytes;  // raw slot of stage s + R − 1
+    int tile = 0, si = 0;                              // stage s as (tile, stage of the tile)
+#pragma unroll 1
+    for (int s = 0; s < total; ++s) {
+      // Stage s has landed for every producer thread, and all of them have split stage s − 1
+      // (whose raw slot the next copies reuse).
+      cp_async_wait<kSlots - 2>();
+      named_barrier_sync(1, 128);
+      issue_next(raw_issue);
+      raw_issue = raw_split;
+      // The slot is free once its stream's stage before this one in it has been read.
+      const int index = schedule.stream_index(tile, si);
+      const int plane = schedule.slot(tile, index);
+      if (index >= schedule.slots_per_stream())
+        tma::wait(empty_barriers + 8 * plane,
+                  static_cast<uint32_t>((schedule.phase(index) + 1) & 1));
+      const uint32_t planes = b_planes + plane * kStagePlaneBytes;
+      {
+        // One virtual warp after the other: 16 registers of raw words at a time.
+        LeanS16RowContigSplit::Regs r;
+        split_low.load(b_raw + raw_split, r);
+        split_low.store(r, planes);
+        split_high.load(b_raw + raw_split, r);
+        split_high.store(r, planes);
+      }
+      wgmma::fence_proxy_async_shared();
+      tma::arrive(full_barriers + 8 * plane);
+      raw_split = raw_split + kRawS16Bytes == kSlots * kRawS16Bytes ? 0u : raw_split + kRawS16Bytes;
+      if (++si == stages) {
+        si = 0;
+        ++tile;
+      }
+    }
+    cp_async_wait<0>();
+    commit_block_stats(portable::gemm_stats_identity(), p.stats);
+    return;
+  }
+
+  // ------------------------------------------------------------------ the consumers
+  raise_registers<consumer_registers(kAStages)>();
+  const int consumer = warpgroup - 1;
+  const int a_half = shared_tiles ? consumer : 0;
+  const int first_tile = shared_tiles ? 0 : consumer;
+  const int tile_step = shared_tiles ? 1 : 2;
+
+  const uint64_t desc0 = wgmma::descriptor(smem_address);
+  const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
+  const uint32_t desc_lo = static_cast<uint32_t>(desc0);
+  const uint32_t d_a = desc_lo + ((a_region - smem_address + a_half * 64 * wgmma::kRowBytes) >> 4);
+  const uint32_t d_b = desc_lo + ((b_planes - smem_address) >> 4);
+  auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
+
+  const int warp_in_group = (threadIdx.x >> 5) & 3;
+  const int lane = threadIdx.x & 31;
+  const int row = 64 * a_half + 16 * warp_in_group + (lane >> 2);
+  const bool row_ok0 = row < rows_a, row_ok1 = row + 8 < rows_a;
+  const int64_t rs = p.c.row_stride;
+  int16_t* const out_warp = static_cast<int16_t*>(p.c.data) + (row0 + row - (lane >> 2)) * rs;
+  const bool staged = rs % 8 == 0 && reinterpret_cast<uintptr_t>(p.c.data) % 16 == 0;
+  const uint32_t staging =
+      staging_region + (4 * consumer + warp_in_group) * 16 * kShallowStagePitch;
+  // stmatrix: lane t addresses row t % 8 (+ 8 for the odd matrices) of the pair's first column
+  // block (+ 16 bytes for matrices 2 and 3).
+  const uint32_t stsm_at =
+      staging + ((lane & 7) + 8 * ((lane >> 3) & 1)) * kShallowStagePitch + 16 * (lane >> 4);
+  const int32_t scale = p.epilogue.scale;
+  const uint32_t one = 1u + (static_cast<uint32_t>(scale) >> 31);
+  const portable::ByteProductRounding rounding = portable::gemm_byte_product_rounding(scale, one);
+  // Elements past the matrix are products of zero fill (0), so starting both extremes at 0 moves
+  // nothing.
+  int32_t stat_max = 0, stat_min = 0;
+  uint32_t stat_saturated = 0;
+
+  uint32_t acc_hi[64] = {}, acc_mid[64] = {}, acc_lo[64] = {};
+  // acc_mid and acc_lo hold H and L of each value once the epilogue has combined them (below).
+  auto rounded = [&](int i) {
+    return portable::gemm_round_combined_byte_products({acc_mid[i], acc_lo[i]}, rounding);
+  };
+  auto pack_saturated = [](int32_t q0, int32_t q1) {
+    uint32_t packed;
+    asm("cvt.pack.sat.s16.s32 %0, %1, %2;" : "=r"(packed) : "r"(q1), "r"(q0));
+    return packed;
+  };
+  auto release = [&](int plane) {
+    if (lane == 0) tma::arrive(empty_barriers + 8 * plane);
+  };
+
+  // Stage si of a tile: wait for its plane slot, its wgmmas (the tile's first written, not
+  // accumulated: `fresh`), and the slot of the stage before given back once read.
+  // Returns the stage's plane slot.
+  auto run_stage = [&](auto fresh, int tile, int si, int previous_plane) {
+    const int index = schedule.stream_index(tile, si);
+    const int plane = schedule.slot(tile, index);
+    tma::wait(full_barriers + 8 * plane, static_cast<uint32_t>(schedule.phase(index) & 1));
+    wgmma::fence();
+    const uint32_t plane_offset = plane * kStagePlaneBytes;
+    auto k_step = [&](int ks, auto first) {
+      const uint32_t a_step = (si * kShallowAStageBytes + 32 * ks) >> 4;
+      const uint32_t b_step = (plane_offset + 32 * ks) >> 4;
+      const uint64_t a_hi = desc(d_a + a_step);
+      const uint64_t a_lo = desc(d_a + a_step + (kPlaneBytes >> 4));
+      const uint64_t b_hi = desc(d_b + b_step);
+      const uint64_t b_lo = desc(d_b + b_step + (kPlaneBytes >> 4));
+      if constexpr (decltype(first)::value) {
+        wgmma::wgmma_m64n128k32_s8s8_fresh(acc_hi, a_hi, b_hi);
+        wgmma::wgmma_m64n128k32_s8u8_fresh(acc_mid, a_hi, b_lo);
+        wgmma::wgmma_m64n128k32_u8u8_fresh(acc_lo, a_lo, b_lo);
+      } else {
+        wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
+        wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
+        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
+      }
+      wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+    };
+    k_step(0, fresh);
+    k_step(1, std::false_type{});
+    wgmma::commit_group();
+    if (!decltype(fresh)::value) {
+      wgmma::wait_group<1>();
+      release(previous_plane);
+    }
+    return plane;
+  };
+
+#pragma unroll 1
+  for (int tile = first_tile; tile < tile_count; tile += tile_step) {
+    int plane = run_stage(std::true_type{}, tile, 0, 0);
+#pragma unroll 1
+    for (int si = 1; si < stages; ++si) plane = run_stage(std::false_type{}, tile, si, plane);
+    wgmma::wait_group<0>();
+    release(plane);
+    wgmma::pin_registers(acc_hi);
+    wgmma::pin_registers(acc_mid);
+    wgmma::pin_registers(acc_lo);
+    // H and L of every value first, in place, which frees acc_hi's 64 registers for the
+    // rounding's values in flight (the interleaved form spilled here, beside 232 registers).
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      const portable::CombinedByteProducts c = portable::gemm_combine_byte_products(
+          static_cast<int32_t>(acc_hi[i]), static_cast<int32_t>(acc_mid[i]),
+          static_cast<int32_t>(acc_lo[i]), rounding);
+      acc_mid[i] = c.h;
+      acc_lo[i] = c.l;
+    }
+    wgmma::pin_registers(acc_mid);
+    wgmma::pin_registers(acc_lo);
+    const int64_t col0 = int64_t(first_n + tile * ctas_per_row) * kWgmmaTileN;
+    const int64_t cols_left = p.n - col0;
+    const int cols = static_cast<int>(cols_left < kWgmmaTileN ? cols_left : kWgmmaTileN);
+    uint32_t pair_max = 0x80008000u, pair_min = 0x7fff7fffu;
+    if (row_ok1 && cols == kWgmmaTileN && staged) {
+      // Through the warp's staging rows: a stmatrix per two column blocks (four packed words),
+      // then 16-byte reads and stores of whole 128-byte row segments.
+      int16_t* const warp_out = out_warp + col0;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+          uint32_t w[4];
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            const int i = 4 * (8 * half + 2 * jp + b);
+            w[2 * b] = pack_saturated(rounded(i), rounded(i + 1));
+            w[2 * b + 1] = pack_saturated(rounded(i + 2), rounded(i + 3));
+          }
+          pair_max = __vimax3_s16x2(pair_max, w[0], w[1]);
+          pair_min = __vimin3_s16x2(pair_min, w[0], w[1]);
+          pair_max = __vimax3_s16x2(pair_max, w[2], w[3]);
+          pair_min = __vimin3_s16x2(pair_min, w[2], w[3]);
+          stsm_x4(stsm_at + 32 * jp, w[0], w[1], w[2], w[3]);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int staged_row = 4 * k + (lane >> 3);
+          const uint4 v = lds128(staging + staged_row * kShallowStagePitch + 16 * (lane & 7));
+          *reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7)) = v;
+        }
+        __syncwarp();
+      }
+    } else {
+      int16_t* const out0 = out_warp + (lane >> 2) * rs + 2 * (lane & 3) + col0;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        if (8 * j + 2 * (lane & 3) >= cols) continue;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          if (!(r ? row_ok1 : row_ok0)) continue;
+          const uint32_t packed =
+              pack_saturated(rounded(4 * j + 2 * r), rounded(4 * j + 2 * r + 1));
+          pair_max = __vimax3_s16x2(pair_max, packed, packed);
+          pair_min = __vimin3_s16x2(pair_min, packed, packed);
+          *reinterpret_cast<uint32_t*>(out0 + 8 * r * rs + 8 * j) = packed;
+        }
+      }
+    }
+    const int32_t tile_max = max(static_cast<int32_t>(pair_max) >> 16,
+                                 static_cast<int32_t>(static_cast<int16_t>(pair_max)));
+    const int32_t tile_min = min(static_cast<int32_t>(pair_min) >> 16,
+                                 static_cast<int32_t>(static_cast<int16_t>(pair_min)));
+    if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM) {
+      // Rare: a stored value sits on a bound, so it may have been clamped. Count the clamped
+      // ones from the unclamped values.
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        const int j = i >> 2, r = (i >> 1) & 1;
+        const int32_t q = rounded(i);
+        if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0))
+          stat_saturated += q > portable::kFlex16MaxM || q < portable::kFlex16MinM ? 1 : 0;
+      }
+    }
+    stat_max = max(stat_max, tile_max);
+    stat_min = min(stat_min, tile_min);
+  }
+
+  portable::GemmStats stats = portable::gemm_stats_identity();
+  const int32_t top = stat_max < portable::kFlex16MaxM ? stat_max : portable::kFlex16MaxM;
+  const int32_t bottom = -stat_min < -portable::kFlex16MinM ? -stat_min : -portable::kFlex16MinM;
+  stats.max_abs_m = top > bottom ? top : bottom;
+  stats.saturated = stat_saturated;
+  commit_block_stats(stats, p.stats);
+#elif defined(__CUDA_ARCH__)
+  __trap();  // the PTX fallback: never launched (prepare_shallow reports false)
+#endif
+}
+
+template <bool kAKContig, int kAStages>
+bool prepare_specialized_one() {
+  auto kernel = gemm_shallow_specialized_kernel<kAKContig, kAStages>;
+  cudaFuncAttributes attributes{};
+  FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
+  FLEXKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          specialized_smem_bytes(kAStages)));
+  return true;
+}
+
+template <bool kAKContig, int kAStages>
+void launch_specialized_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
+  gemm_shallow_specialized_kernel<kAKContig, kAStages>
+      <<<grid, kSpecializedThreads, specialized_smem_bytes(kAStages), stream>>>(args);
+  FLEXKIT_CUDA_CHECK_LAUNCH("gemm_shallow_specialized_kernel");
+}
+
+}  // namespace wgmma_detail
+}  // namespace flexkit::backend::cuda::gemm_kernels
