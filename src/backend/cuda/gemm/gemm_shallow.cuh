@@ -2,8 +2,9 @@
 // four 64-deep stages, i.e. 1×1 layers with at most 256 input channels (fprop) or output
 // channels (bprop). Flex16 activations take its warp-specialised form
 // (gemm_shallow_specialized.cuh), which reuses the pieces below; this one-role ("lockstep")
-// kernel runs u8 spikes, and flex16 under FLEXKIT_CONV_KERNEL=lockstep. Such a layer is a stream of output tiles with almost no arithmetic each:
-// bound by memory traffic, and by the epilogue's instructions once the traffic is overlapped.
+// kernel runs u8 spikes, and flex16 under FLEXKIT_CONV_KERNEL=lockstep. Such a layer is a
+// stream of output tiles with almost no arithmetic each: bound by memory traffic, and by the
+// epilogue's instructions once the traffic is overlapped.
 //
 // The lean kernel (gemm_wgmma.cuh) runs one tile per CTA and, with 255 registers per thread, one
 // CTA per multiprocessor: every tile pays the load latency, its split and its epilogue one after
