@@ -25,7 +25,10 @@ enum class ImplicitDirection { fprop, bprop, update };
 // Queues the integer products of `problem` on `stream` and returns true when the tensor-core
 // path fits (device, layout, geometry); returns false and queues nothing otherwise.
 // FLEXKIT_CONV_KERNEL=direct turns the path off, =planar takes the planar form for fprop and
-// stride-1 bprop where it applies (conv_implicit_gemm.cu); FLEXKIT_CONV_LOG=1 prints each choice.
+// stride-1 bprop where it applies, =lean runs 1x1 layers one tile per CTA instead of on the
+// persistent shallow kernel, =lockstep runs flex16 ones on the shallow kernel's one-role form
+// instead of its warp-specialised one (conv_implicit_gemm.cu); FLEXKIT_CONV_LOG=1 prints each
+// choice.
 bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem, int device,
                         cudaStream_t stream, portable::GemmStats* device_stats);
 
