@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
     wgmma::pin_registers(acc_mid);
     wgmma::pin_registers(acc_lo);
     // H and L of every value first, in place, which frees acc_hi's 64 registers for the
-    // rounding's values in flight (the interleaved form spilled here, beside 232 registers).
+    // rounding's values in flight (the interleaved form spilled here, beside 224-232 registers).
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
       const portable::CombinedByteProducts c = portable::gemm_combine_byte_products(
@@ -512,7 +512,7 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
   stats.saturated = stat_saturated;
   commit_block_stats(stats, p.stats);
 #elif defined(__CUDA_ARCH__)
-  __trap();  // the PTX fallback: never launched (prepare_shallow reports false)
+  __trap();  // the PTX fallback: never launched (prepare_shallow_specialized reports false)
 #endif
 }
 
