@@ -447,12 +447,14 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       // column tiles per CTA and a last tile row of 44 rows (fprop), four stages and a single
       // tile row of 72 (fprop) with two tile rows in bprop, u8 spikes over four partial stages;
       // a bprop of 48 rows over three stages with two or three column tiles per CTA (the
-      // warp-specialised kernel's consumers taking tiles in turns), whose fprop has a last tile
-      // row of 8.
+      // warp-specialised kernel's tiles of two units, a consumer idle in each), whose fprop has a
+      // last tile row of 8; a bprop of 12 rows, where a warp's 16 rows are partly inside (its
+      // lanes must agree on the staged stores).
       {2, 40, 300, 16, 32, 1, 0, 1, 1, false},
       {2, 256, 72, 8, 12, 1, 0, 1, 1, false},
       {2, 200, 136, 16, 10, 1, 0, 1, 1, true},
       {2, 48, 136, 32, 36, 1, 0, 1, 1, false},
+      {2, 12, 32, 16, 12, 1, 0, 1, 1, false},
   };
   int failures = 0, index = 0;
   for (const Case& c : cases) {

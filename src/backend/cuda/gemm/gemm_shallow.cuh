@@ -310,6 +310,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const int lane = threadIdx.x & 31;
   const int row = 64 * warpgroup + 16 * warp_in_group + (lane >> 2);
   const bool row_ok0 = row < rows_a, row_ok1 = row + 8 < rows_a;
+  // The staged stores exchange values between the warp's lanes: they need all 16 of the warp's
+  // rows inside, a condition that does not depend on the lane.
+  const bool warp_rows_ok = row - (lane >> 2) + 16 <= rows_a;
   const int64_t rs = p.c.row_stride;
   int16_t* const out_warp = static_cast<int16_t*>(p.c.data) + (row0 + row - (lane >> 2)) * rs;
   // 16-byte stores need 16-byte aligned rows.
@@ -460,7 +463,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
         pair_min = __vimin3_s16x2(pair_min, packed, packed);
         *reinterpret_cast<uint32_t*>(out0 + 8 * r * rs + 8 * j) = packed;
       };
-      if (row_ok1 && cols == kWgmmaTileN && staged) {
+      if (warp_rows_ok && cols == kWgmmaTileN && staged) {
         // Both rows and every column inside: unguarded, through the warp's staging rows (with
         // guards, ptxas computed each value twice, once for the extremes and again inside each
         // store's branch). Staging row i is the warp's row i (lane / 4 + 8r).

@@ -7,27 +7,33 @@
 // instructions outside the epilogue (gather, split, wgmma set-up), and the epilogue's rounding
 // short of registers beside the 192 accumulators (fixed-latency waits 1.46 per instruction).
 //
-// Roles (384 threads, three warpgroups):
+// Roles (a producer warpgroup and two or three consumer warpgroups):
 // - the producer (warpgroup 0, few registers through setmaxnreg) walks the CTA's B stages: its
 //   cp.async gathers R − 1 stages ahead into a raw ring; once a stage has landed it splits it
 //   into a free plane slot and announces it on the slot's `full` barrier. Its 128 threads take
 //   the copies and splits that 256 threads take in the lockstep kernel (each thread also does
 //   those of thread t + 128: the same column chunk, k-rows 32 further, and warp w + 4's split);
-// - the two consumers (warpgroups 1 and 2, the registers the producer gave up) wait for a plane
-//   slot, run the wgmmas, give the slot back on its `empty` barrier once they have read it, and
-//   round and store their tile. Nothing makes the consumers wait for each other: each has its
-//   own staging rows, statistics and tile cursor.
-// - A tile row with more than 64 rows (m > 64) is shared: both consumers read every B stage,
-//   consumer c with A's rows 64c … 64c + 63. With at most 64 rows they take turns: consumer c
-//   owns the CTA's tiles c, c + 2, … with A's rows 0 … 63, so that no warpgroup multiplies the
-//   zero rows (the lockstep kernel's second warpgroup did, and had no epilogue).
+// - the consumers (the registers the producer gave up) wait for a plane slot, run the wgmmas of
+//   their unit, give the slot back on its `empty` barrier once they have read it, and round and
+//   store the unit. Nothing makes the consumers wait for each other: each has its own staging
+//   rows, statistics and place in the CTA's tiles.
+// - A column tile is cut into units of 64 rows (a wgmma's M) × kUnitN columns: two row halves
+//   where the tile row has more than 64 rows, else one, times the column parts. Unit u of the
+//   CTA (counted over its tiles) belongs to consumer u mod consumers, so that no warpgroup
+//   multiplies rows past the matrix (the lockstep kernel's second warpgroup did, for m ≤ 64).
+// - Two consumers on 64 × 128 units where the matrix has more than 64 rows: each reads every B
+//   stage with its row half of A. Three consumers on 64 × 64 units where it has at most 64: a
+//   tile's two units go to two of them in turn, and three warps per scheduler share the
+//   epilogue. (Three on 64 × 64 units of a 128-row tile measured slower: the wgmmas read A's
+//   planes twice as often.)
 // A's stages are loaded and split in place once, before the roles part, as in the lockstep kernel.
 // The consumers' stores go through their warp's staging rows by stmatrix (one instruction per four
 // packed words instead of four 32-bit stores).
 //
 // Measured on the H200 against the lockstep kernel (FLEXKIT_CONV_KERNEL=lockstep), same build,
-// alternating, ms: 1x1 56x56 C64 K256 fprop 0.067 → 0.056 and bprop (m 64, four stages, tiles in
-// turns) 0.063 → 0.056; C256 K64 fprop (four stages) 0.063 → 0.056 and bprop 0.065 → 0.055.
+// alternating, ms, with two consumers for every layer: 1x1 56x56 C64 K256 fprop 0.067 → 0.056 and
+// bprop (m 64, four stages) 0.063 → 0.056; C256 K64 fprop (four stages) 0.063 → 0.056 and bprop
+// 0.065 → 0.055. Three consumers with streaming stores then took the two m-64 layers to 0.051.
 #pragma once
 #include <cstdint>
 
@@ -37,33 +43,56 @@
 namespace flexkit::backend::cuda::gemm_kernels {
 namespace wgmma_detail {
 
-inline constexpr int kSpecializedThreads = 3 * 128;
 inline constexpr int kSpecializedPlaneSlots = 4;  // a power of two: slot and phase by shifts
-// Registers per thread of each role. The launch gives every thread 168 (65 536 / 384, rounded
-// down to a multiple of 8), and setmaxnreg only moves registers within the CTA's 384 · 168, so
-// producer + 2 · consumer = 3 · 168. Where they went (ptxas): the one-stage kernels spill nothing
-// at 56 / 224 and 40-odd bytes of the producer's at 40 / 232; the four-stage ones spill about
-// 110 bytes of the consumers' at 56 / 224 and 70 of the producer's at 40 / 232.
-inline constexpr int kLaunchRegisters = 168;
-__host__ __device__ constexpr int producer_registers(int a_stages) {
-  return a_stages == 1 ? 56 : 40;
-}
-__host__ __device__ constexpr int consumer_registers(int a_stages) {
-  return (3 * kLaunchRegisters - producer_registers(a_stages)) / 2;
-}
-static_assert(producer_registers(1) + 2 * consumer_registers(1) == 3 * kLaunchRegisters &&
-              consumer_registers(1) % 8 == 0 && consumer_registers(4) % 8 == 0);
 
+// The consumers' count sets their wgmma unit: two consumer warpgroups on units of 64 rows × 128
+// columns (192 accumulators), or three on 64 × 64 (96), with fewer registers each.
+__host__ __device__ constexpr int specialized_unit_n(int consumers) {
+  return consumers == 2 ? 128 : 64;
+}
+__host__ __device__ constexpr int specialized_threads(int consumers) {
+  return (1 + consumers) * 128;
+}
+// Registers per thread of each role. The launch gives every thread 65 536 / threads, rounded
+// down to a multiple of 8 (168 for 384 threads, 128 for 512), and setmaxnreg only moves registers
+// within the CTA's pool: producer + consumers · consumer = (1 + consumers) · launch. Where they
+// went (ptxas): no spills at 56 / 152 (three consumers); with two, the one-stage kernels spill
+// nothing at 56 / 224 and 40-odd bytes of the producer's at 40 / 232, the four-stage ones about
+// 70 bytes of the producer's at 40 / 232.
+__host__ __device__ constexpr int specialized_launch_registers(int consumers) {
+  return 65536 / specialized_threads(consumers) / 8 * 8;
+}
+__host__ __device__ constexpr int producer_registers(int consumers, int a_stages) {
+  return consumers == 2 && a_stages > 1 ? 40 : 56;
+}
+__host__ __device__ constexpr int consumer_registers(int consumers, int a_stages) {
+  return ((1 + consumers) * specialized_launch_registers(consumers) -
+          producer_registers(consumers, a_stages)) /
+         consumers;
+}
+__host__ __device__ constexpr bool registers_add_up(int consumers, int a_stages) {
+  return producer_registers(consumers, a_stages) +
+                 consumers * consumer_registers(consumers, a_stages) ==
+             (1 + consumers) * specialized_launch_registers(consumers) &&
+         consumer_registers(consumers, a_stages) % 8 == 0;
+}
+static_assert(registers_add_up(2, 1) && registers_add_up(2, kShallowMaxStages) &&
+              registers_add_up(3, 1) && registers_add_up(3, kShallowMaxStages));
+
+// Each consumer warp's staging rows: 16 rows of 64 int16 columns (128 bytes, padded to 144).
+__host__ __device__ constexpr int specialized_stage_bytes(int consumers) {
+  return consumers * 4 * 16 * kShallowStagePitch;
+}
 __host__ __device__ constexpr int specialized_raw_slots(int a_stages) {
   return a_stages == 1 ? 7 : 4;
 }
-__host__ __device__ constexpr int specialized_smem_bytes(int a_stages) {
+__host__ __device__ constexpr int specialized_smem_bytes(int consumers, int a_stages) {
   return a_stages * kShallowAStageBytes + specialized_raw_slots(a_stages) * kRawS16Bytes +
-         kSpecializedPlaneSlots * 2 * kPlaneBytes + kShallowStageBytes +
+         kSpecializedPlaneSlots * 2 * kPlaneBytes + specialized_stage_bytes(consumers) +
          2 * kSpecializedPlaneSlots * 8 + kAlignSlack;
 }
-static_assert(specialized_smem_bytes(1) <= kSmemLimit &&
-                  specialized_smem_bytes(kShallowMaxStages) <= kSmemLimit,
+static_assert(specialized_smem_bytes(3, 1) <= kSmemLimit &&
+                  specialized_smem_bytes(3, kShallowMaxStages) <= kSmemLimit,
               "over the sm_90 shared-memory limit per block");
 
 // GatherCopy<int16_t>'s copies for 256 threads, taken by 128: thread t issues its own four
@@ -153,35 +182,36 @@ __device__ __forceinline__ void stsm_x4(uint32_t address, uint32_t r0, uint32_t 
                : "memory");
 }
 
-// Which plane slot a B stage takes and which phase of the slot's barriers it is. Shared tiles:
-// one stream of stages over all four slots. Tiles taken in turns: consumer c's stages (tiles
-// c, c + 2, …) form their own stream over slots 2c and 2c + 1. Within a stream, stages are
-// produced and consumed in order, so a waiter is never more than one phase ahead of a barrier
-// (one stream over all slots would let a consumer wait for phase k + 2 of a slot whose phase
-// k + 1 the other consumer has not yet seen complete, and a parity wait cannot tell those apart).
-struct PlaneSchedule {
-  bool shared;
-  int stages;
-  __device__ __forceinline__ int stream_index(int tile, int si) const {
-    return shared ? tile * stages + si : (tile >> 1) * stages + si;
-  }
-  __device__ __forceinline__ int slot(int tile, int index) const {
-    return shared ? (index & 3) : 2 * (tile & 1) + (index & 1);
-  }
-  __device__ __forceinline__ int phase(int index) const { return shared ? index >> 2 : index >> 1; }
-  __device__ __forceinline__ int slots_per_stream() const { return shared ? 4 : 2; }
-};
-static_assert(kSpecializedPlaneSlots == 4, "PlaneSchedule's slot arithmetic");
+// B stage s of the CTA (its tile s / stages, stage s % stages of that tile) takes plane slot
+// s mod 4, as phase s / 4 of the slot's barriers. Every consumer waits for every stage in order
+// and gives every stage back, also the stages of tiles in which it owns no unit: then no stage
+// can be refilled before each consumer has seen it full, so a consumer is never more than one
+// phase ahead of a slot's barrier, which a parity wait could not tell apart (phase k + 2 of a
+// slot has the parity of phase k).
+__device__ __forceinline__ int plane_slot(int stage) {
+  return stage & (kSpecializedPlaneSlots - 1);
+}
+__device__ __forceinline__ uint32_t plane_parity(int stage) {
+  return static_cast<uint32_t>(stage >> 2) & 1u;
+}
+static_assert(kSpecializedPlaneSlots == 4, "plane_parity's shift");
 
-// p as for gemm_shallow_kernel (int16 B only).
-template <bool kAKContig, int kAStages>
-__global__ void __launch_bounds__(kSpecializedThreads, 1)
+template <bool kAKContig, int kAStages, int kConsumers>
+__global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
     gemm_shallow_specialized_kernel(const __grid_constant__ IntegerGemmArgs p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Splitter = LeanSplitter<false, kAKContig, false, kWgmmaTileN>;
   constexpr int kSlots = specialized_raw_slots(kAStages);
   constexpr int kPlanes = kSpecializedPlaneSlots;
   constexpr uint32_t kStagePlaneBytes = 2 * kPlaneBytes;
+  constexpr int kUnitN = specialized_unit_n(kConsumers);
+  constexpr int kColumnUnits = kWgmmaTileN / kUnitN;
+  constexpr int kAccumulators = kUnitN / 2;
+  // The output's 16-byte stores as streaming stores (st.global.cs, evict first) with three
+  // consumers. Measured on the H200 (1x1 56x56 layers, ms): C256 K64 fprop and C64 K256 bprop
+  // (three consumers) 0.057 → 0.051 with them; C64 K256 fprop and C256 K64 bprop (two) 0.057 and
+  // 0.056 without them, 0.058 and 0.057 with them.
+  constexpr bool kStreamingStores = kConsumers == 3;
 
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -190,7 +220,7 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
   const uint32_t b_raw = a_region + kAStages * kShallowAStageBytes;
   const uint32_t b_planes = b_raw + kSlots * kRawS16Bytes;
   const uint32_t staging_region = b_planes + kPlanes * kStagePlaneBytes;
-  const uint32_t full_barriers = staging_region + kShallowStageBytes;
+  const uint32_t full_barriers = staging_region + specialized_stage_bytes(kConsumers);
   const uint32_t empty_barriers = full_barriers + 8 * kPlanes;
 
   const ConvGather& g = p.gather;
@@ -204,14 +234,14 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
   const int total = tile_count * stages;
   const int64_t row0 = int64_t(tile_m) * kWgmmaTileM;
   const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
-  // Both consumers read every stage (m > 64), or they take turns by tile.
-  const bool shared_tiles = rows_a > 64;
-  const PlaneSchedule schedule{shared_tiles, stages};
+  // A column tile's units (64 rows × kUnitN columns, a consumer's wgmma tile): row halves (two
+  // where the tile row has more than 64 rows, else one) times column parts.
+  const int units = (rows_a > 64 ? 2 : 1) * kColumnUnits;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kPlanes; ++s) {
-      tma::barrier_init(full_barriers + 8 * s, 128);                    // every producer thread
-      tma::barrier_init(empty_barriers + 8 * s, shared_tiles ? 8 : 4);  // a lane per consumer warp
+      tma::barrier_init(full_barriers + 8 * s, 128);              // every producer thread
+      tma::barrier_init(empty_barriers + 8 * s, 4 * kConsumers);  // a lane per consumer warp
     }
   }
   // A: every stage of the tile row, copied raw and split in place by the first 256 threads (the
@@ -244,10 +274,12 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
   wgmma::fence_proxy_async_shared();
   __syncthreads();
 
-  const int warpgroup = threadIdx.x >> 7;
+  // Broadcast from lane 0, so that the compiler knows it is the same in the whole warp: the
+  // consumers' wgmma descriptors, formed from it per unit, then stay in uniform registers.
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
   if (warpgroup == 0) {
     // ---------------------------------------------------------------- the producer
-    lower_registers<producer_registers(kAStages)>();
+    lower_registers<producer_registers(kConsumers, kAStages)>();
     const int16_t* const b_data = static_cast<const int16_t*>(p.b.data);
     ProducerGather gather;
     TapWalk walk;
@@ -291,7 +323,6 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
     }
     uint32_t raw_split = 0;                            // raw slot of stage s
     uint32_t raw_issue = (kSlots - 1) * kRawS16Bytes;  // raw slot of stage s + R − 1
-    int tile = 0, si = 0;                              // stage s as (tile, stage of the tile)
 #pragma unroll 1
     for (int s = 0; s < total; ++s) {
       // Stage s has landed for every producer thread, and all of them have split stage s − 1
@@ -300,12 +331,9 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
       named_barrier_sync(1, 128);
       issue_next(raw_issue);
       raw_issue = raw_split;
-      // The slot is free once its stream's stage before this one in it has been read.
-      const int index = schedule.stream_index(tile, si);
-      const int plane = schedule.slot(tile, index);
-      if (index >= schedule.slots_per_stream())
-        tma::wait(empty_barriers + 8 * plane,
-                  static_cast<uint32_t>((schedule.phase(index) + 1) & 1));
+      // The slot is free once every consumer has given back the stage four before this one.
+      const int plane = plane_slot(s);
+      if (s >= kSpecializedPlaneSlots) tma::wait(empty_barriers + 8 * plane, plane_parity(s) ^ 1u);
       const uint32_t planes = b_planes + plane * kStagePlaneBytes;
       {
         // One virtual warp after the other: 16 registers of raw words at a time.
@@ -318,10 +346,6 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
       wgmma::fence_proxy_async_shared();
       tma::arrive(full_barriers + 8 * plane);
       raw_split = raw_split + kRawS16Bytes == kSlots * kRawS16Bytes ? 0u : raw_split + kRawS16Bytes;
-      if (++si == stages) {
-        si = 0;
-        ++tile;
-      }
     }
     cp_async_wait<0>();
     commit_block_stats(portable::gemm_stats_identity(), p.stats);
@@ -329,25 +353,19 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
   }
 
   // ------------------------------------------------------------------ the consumers
-  raise_registers<consumer_registers(kAStages)>();
+  raise_registers<consumer_registers(kConsumers, kAStages)>();
   const int consumer = warpgroup - 1;
-  const int a_half = shared_tiles ? consumer : 0;
-  const int first_tile = shared_tiles ? 0 : consumer;
-  const int tile_step = shared_tiles ? 1 : 2;
 
   const uint64_t desc0 = wgmma::descriptor(smem_address);
   const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
   const uint32_t desc_lo = static_cast<uint32_t>(desc0);
-  const uint32_t d_a = desc_lo + ((a_region - smem_address + a_half * 64 * wgmma::kRowBytes) >> 4);
+  const uint32_t d_a = desc_lo + ((a_region - smem_address) >> 4);
   const uint32_t d_b = desc_lo + ((b_planes - smem_address) >> 4);
   auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
 
   const int warp_in_group = (threadIdx.x >> 5) & 3;
   const int lane = threadIdx.x & 31;
-  const int row = 64 * a_half + 16 * warp_in_group + (lane >> 2);
-  const bool row_ok0 = row < rows_a, row_ok1 = row + 8 < rows_a;
   const int64_t rs = p.c.row_stride;
-  int16_t* const out_warp = static_cast<int16_t*>(p.c.data) + (row0 + row - (lane >> 2)) * rs;
   const bool staged = rs % 8 == 0 && reinterpret_cast<uintptr_t>(p.c.data) % 16 == 0;
   const uint32_t staging =
       staging_region + (4 * consumer + warp_in_group) * 16 * kShallowStagePitch;
@@ -356,14 +374,19 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
   const uint32_t stsm_at =
       staging + ((lane & 7) + 8 * ((lane >> 3) & 1)) * kShallowStagePitch + 16 * (lane >> 4);
   const int32_t scale = p.epilogue.scale;
-  const uint32_t one = 1u + (static_cast<uint32_t>(scale) >> 31);
+  // 1, in a register the compiler cannot prove uniform (the bit count of the lane's own mask bit):
+  // with `one` and 2^(s−1) both in uniform registers, ptxas copied `one` into a vector register
+  // before each value's multiply-add L = ll·1 + 2^(s−1), an instruction more per value.
+  uint32_t lane_bit;
+  asm("mov.u32 %0, %%lanemask_eq;" : "=r"(lane_bit));
+  const uint32_t one = __popc(lane_bit) + (static_cast<uint32_t>(scale) >> 31);
   const portable::ByteProductRounding rounding = portable::gemm_byte_product_rounding(scale, one);
   // Elements past the matrix are products of zero fill (0), so starting both extremes at 0 moves
   // nothing.
   int32_t stat_max = 0, stat_min = 0;
   uint32_t stat_saturated = 0;
 
-  uint32_t acc_hi[64] = {}, acc_mid[64] = {}, acc_lo[64] = {};
+  uint32_t acc_hi[kAccumulators] = {}, acc_mid[kAccumulators] = {}, acc_lo[kAccumulators] = {};
   // acc_mid and acc_lo hold H and L of each value once the epilogue has combined them (below).
   auto rounded = [&](int i) {
     return portable::gemm_round_combined_byte_products({acc_mid[i], acc_lo[i]}, rounding);
@@ -373,61 +396,99 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
     asm("cvt.pack.sat.s16.s32 %0, %1, %2;" : "=r"(packed) : "r"(q1), "r"(q0));
     return packed;
   };
-  auto release = [&](int plane) {
-    if (lane == 0) tma::arrive(empty_barriers + 8 * plane);
+  auto wait_full = [&](int stage) {
+    tma::wait(full_barriers + 8 * plane_slot(stage), plane_parity(stage));
+  };
+  auto release = [&](int stage) {
+    if (lane == 0) tma::arrive(empty_barriers + 8 * plane_slot(stage));
   };
 
-  // Stage si of a tile: wait for its plane slot, its wgmmas (the tile's first written, not
-  // accumulated: `fresh`), and the slot of the stage before given back once read.
-  // Returns the stage's plane slot.
-  auto run_stage = [&](auto fresh, int tile, int si, int previous_plane) {
-    const int index = schedule.stream_index(tile, si);
-    const int plane = schedule.slot(tile, index);
-    tma::wait(full_barriers + 8 * plane, static_cast<uint32_t>(schedule.phase(index) & 1));
-    wgmma::fence();
-    const uint32_t plane_offset = plane * kStagePlaneBytes;
-    auto k_step = [&](int ks, auto first) {
+  // The descriptors of a stage's wgmmas, formed before the wait for the stage (with them formed
+  // between the wgmmas, ptxas moved each to the uniform registers just before its wgmma).
+  struct StageDescriptors {
+    uint64_t a_hi[2], a_lo[2], b_hi[2], b_lo[2];  // per k-step
+  };
+  auto descriptors = [&](int si, int stage, uint32_t a_unit, uint32_t b_unit) {
+    StageDescriptors d;
+    const uint32_t plane_offset = plane_slot(stage) * kStagePlaneBytes;
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
       const uint32_t a_step = (si * kShallowAStageBytes + 32 * ks) >> 4;
       const uint32_t b_step = (plane_offset + 32 * ks) >> 4;
-      const uint64_t a_hi = desc(d_a + a_step);
-      const uint64_t a_lo = desc(d_a + a_step + (kPlaneBytes >> 4));
-      const uint64_t b_hi = desc(d_b + b_step);
-      const uint64_t b_lo = desc(d_b + b_step + (kPlaneBytes >> 4));
-      if constexpr (decltype(first)::value) {
-        wgmma::wgmma_m64n128k32_s8s8_fresh(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n128k32_s8u8_fresh(acc_mid, a_hi, b_lo);
-        wgmma::wgmma_m64n128k32_u8u8_fresh(acc_lo, a_lo, b_lo);
-      } else {
-        wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
-        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
-      }
-      wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
-    };
-    k_step(0, fresh);
-    k_step(1, std::false_type{});
-    wgmma::commit_group();
-    if (!decltype(fresh)::value) {
-      wgmma::wait_group<1>();
-      release(previous_plane);
+      d.a_hi[ks] = desc(a_unit + a_step);
+      d.a_lo[ks] = desc(a_unit + a_step + (kPlaneBytes >> 4));
+      d.b_hi[ks] = desc(b_unit + b_step);
+      d.b_lo[ks] = desc(b_unit + b_step + (kPlaneBytes >> 4));
     }
-    return plane;
+    return d;
+  };
+  // One stage of a unit's wgmmas (the tile's first stage written, not accumulated: `fresh`).
+  auto k_steps = [&](auto fresh, const StageDescriptors& d) {
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      const uint64_t a_hi = d.a_hi[ks], a_lo = d.a_lo[ks], b_hi = d.b_hi[ks], b_lo = d.b_lo[ks];
+      if constexpr (kUnitN == 128) {
+        if (decltype(fresh)::value && ks == 0) {
+          wgmma::wgmma_m64n128k32_s8s8_fresh(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n128k32_s8u8_fresh(acc_mid, a_hi, b_lo);
+          wgmma::wgmma_m64n128k32_u8u8_fresh(acc_lo, a_lo, b_lo);
+        } else {
+          wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
+          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
+        }
+        wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+      } else {
+        if (decltype(fresh)::value && ks == 0) {
+          wgmma::wgmma_m64n64k32_s8s8_fresh(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n64k32_s8u8_fresh(acc_mid, a_hi, b_lo);
+          wgmma::wgmma_m64n64k32_u8u8_fresh(acc_lo, a_lo, b_lo);
+        } else {
+          wgmma::wgmma_m64n64k32_s8s8(acc_hi, a_hi, b_hi);
+          wgmma::wgmma_m64n64k32_s8u8(acc_mid, a_hi, b_lo);
+          wgmma::wgmma_m64n64k32_u8u8(acc_lo, a_lo, b_lo);
+        }
+        wgmma::wgmma_m64n64k32_u8s8(acc_mid, a_lo, b_hi);
+      }
+    }
   };
 
+  // Unit j of the CTA's tile `tile`: rows 64·(j / kColumnUnits) …, columns kUnitN·(j %
+  // kColumnUnits) … of the tile. `first_use`: the consumer waits for the stages to be full (its
+  // second unit of a tile reads stages it has already waited for); `last_use`: it gives each
+  // stage back once read.
+  auto run_unit = [&](int tile, int j, bool first_use, bool last_use) {
+    const int row_half = j / kColumnUnits, col_unit = j % kColumnUnits;
+    const uint32_t a_unit = d_a + ((row_half * 64 * wgmma::kRowBytes) >> 4);
+    const uint32_t b_unit = d_b + ((col_unit * kUnitN * wgmma::kRowBytes) >> 4);
+    const int first_stage = tile * stages;
+    {
+      const StageDescriptors d = descriptors(0, first_stage, a_unit, b_unit);
+      if (first_use) wait_full(first_stage);
+      wgmma::fence();
+      k_steps(std::true_type{}, d);
+    }
+    wgmma::commit_group();
 #pragma unroll 1
-  for (int tile = first_tile; tile < tile_count; tile += tile_step) {
-    int plane = run_stage(std::true_type{}, tile, 0, 0);
-#pragma unroll 1
-    for (int si = 1; si < stages; ++si) plane = run_stage(std::false_type{}, tile, si, plane);
+    for (int si = 1; si < stages; ++si) {
+      const StageDescriptors d = descriptors(si, first_stage + si, a_unit, b_unit);
+      if (first_use) wait_full(first_stage + si);
+      wgmma::fence();
+      k_steps(std::false_type{}, d);
+      wgmma::commit_group();
+      wgmma::wait_group<1>();
+      if (last_use) release(first_stage + si - 1);
+    }
     wgmma::wait_group<0>();
-    release(plane);
+    if (last_use) release(first_stage + stages - 1);
     wgmma::pin_registers(acc_hi);
     wgmma::pin_registers(acc_mid);
     wgmma::pin_registers(acc_lo);
-    // H and L of every value first, in place, which frees acc_hi's 64 registers for the
-    // rounding's values in flight (the interleaved form spilled here, beside 224-232 registers).
+
+    // H and L of every value first, in place, which frees acc_hi's registers for the rounding's
+    // values in flight.
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < kAccumulators; ++i) {
       const portable::CombinedByteProducts c = portable::gemm_combine_byte_products(
           static_cast<int32_t>(acc_hi[i]), static_cast<int32_t>(acc_mid[i]),
           static_cast<int32_t>(acc_lo[i]), rounding);
@@ -436,16 +497,22 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
     }
     wgmma::pin_registers(acc_mid);
     wgmma::pin_registers(acc_lo);
-    const int64_t col0 = int64_t(first_n + tile * ctas_per_row) * kWgmmaTileN;
+    const int warp_row = 64 * row_half + 16 * warp_in_group;  // in the tile row
+    const int row = warp_row + (lane >> 2);
+    const bool row_ok0 = row < rows_a, row_ok1 = row + 8 < rows_a;
+    const int64_t col0 = int64_t(first_n + tile * ctas_per_row) * kWgmmaTileN + kUnitN * col_unit;
     const int64_t cols_left = p.n - col0;
-    const int cols = static_cast<int>(cols_left < kWgmmaTileN ? cols_left : kWgmmaTileN);
+    const int cols =
+        static_cast<int>(cols_left < kUnitN ? (cols_left > 0 ? cols_left : 0) : kUnitN);
+    int16_t* const warp_out = static_cast<int16_t*>(p.c.data) + (row0 + warp_row) * rs + col0;
     uint32_t pair_max = 0x80008000u, pair_min = 0x7fff7fffu;
-    if (row_ok1 && cols == kWgmmaTileN && staged) {
-      // Through the warp's staging rows: a stmatrix per two column blocks (four packed words),
-      // then 16-byte reads and stores of whole 128-byte row segments.
-      int16_t* const warp_out = out_warp + col0;
+    // The staged path's stmatrix and __syncwarp need the whole warp: its condition must not
+    // depend on the lane (all 16 of the warp's rows inside, not each lane's two).
+    if (warp_row + 16 <= rows_a && cols == kUnitN && staged) {
+      // Through the warp's staging rows, 64 columns at a time: a stmatrix per two column blocks
+      // (four packed words), then 16-byte reads and stores of whole 128-byte row segments.
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
+      for (int half = 0; half < kUnitN / 64; ++half) {
 #pragma unroll
         for (int jp = 0; jp < 4; ++jp) {
           uint32_t w[4];
@@ -466,14 +533,20 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
         for (int k = 0; k < 4; ++k) {
           const int staged_row = 4 * k + (lane >> 3);
           const uint4 v = lds128(staging + staged_row * kShallowStagePitch + 16 * (lane & 7));
-          *reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7)) = v;
+          uint4* const at =
+              reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7));
+          if constexpr (kStreamingStores) {
+            __stcs(at, v);
+          } else {
+            *at = v;
+          }
         }
         __syncwarp();
       }
     } else {
-      int16_t* const out0 = out_warp + (lane >> 2) * rs + 2 * (lane & 3) + col0;
+      int16_t* const out0 = warp_out + (lane >> 2) * rs + 2 * (lane & 3);
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
+      for (int j = 0; j < kUnitN / 8; ++j) {
         if (8 * j + 2 * (lane & 3) >= cols) continue;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -494,7 +567,7 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
       // Rare: a stored value sits on a bound, so it may have been clamped. Count the clamped
       // ones from the unclamped values.
 #pragma unroll
-      for (int i = 0; i < 64; ++i) {
+      for (int i = 0; i < kAccumulators; ++i) {
         const int j = i >> 2, r = (i >> 1) & 1;
         const int32_t q = rounded(i);
         if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0))
@@ -503,6 +576,26 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
     }
     stat_max = max(stat_max, tile_max);
     stat_min = min(stat_min, tile_min);
+  };
+
+  // Unit u = tile · units + j of the CTA belongs to consumer u mod kConsumers: a consumer owns
+  // one or two units of a tile, or none.
+  int rotation = 0;  // (tile · units) mod kConsumers: the owner of the tile's unit 0
+#pragma unroll 1
+  for (int tile = 0; tile < tile_count; ++tile) {
+    const int j0 = (consumer - rotation + kConsumers) % kConsumers;
+    rotation = (rotation + units) % kConsumers;
+    if (j0 >= units) {
+#pragma unroll 1
+      for (int si = 0; si < stages; ++si) {
+        wait_full(tile * stages + si);
+        release(tile * stages + si);
+      }
+      continue;
+    }
+#pragma unroll 1
+    for (int j = j0; j < units; j += kConsumers)
+      run_unit(tile, j, j == j0, j + kConsumers >= units);
   }
 
   portable::GemmStats stats = portable::gemm_stats_identity();
@@ -516,21 +609,22 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
 #endif
 }
 
-template <bool kAKContig, int kAStages>
+template <bool kAKContig, int kAStages, int kConsumers>
 bool prepare_specialized_one() {
-  auto kernel = gemm_shallow_specialized_kernel<kAKContig, kAStages>;
+  auto kernel = gemm_shallow_specialized_kernel<kAKContig, kAStages, kConsumers>;
   cudaFuncAttributes attributes{};
   FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
   FLEXKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          specialized_smem_bytes(kAStages)));
+                                          specialized_smem_bytes(kConsumers, kAStages)));
   return true;
 }
 
-template <bool kAKContig, int kAStages>
+template <bool kAKContig, int kAStages, int kConsumers>
 void launch_specialized_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
-  gemm_shallow_specialized_kernel<kAKContig, kAStages>
-      <<<grid, kSpecializedThreads, specialized_smem_bytes(kAStages), stream>>>(args);
+  gemm_shallow_specialized_kernel<kAKContig, kAStages, kConsumers>
+      <<<grid, specialized_threads(kConsumers), specialized_smem_bytes(kConsumers, kAStages),
+         stream>>>(args);
   FLEXKIT_CUDA_CHECK_LAUNCH("gemm_shallow_specialized_kernel");
 }
 
