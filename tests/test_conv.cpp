@@ -1195,7 +1195,9 @@ TEST(Conv, TuningVariablesAreChecked) {
   };
   for (const Variable& v : {Variable{"FLEXKIT_CONV_STREAM_K", "many", Dir::update},
                             Variable{"FLEXKIT_CONV_STREAM_K", "-3", Dir::update},
-                            Variable{"FLEXKIT_CONV_STREAM_K", "70000", Dir::update}}) {
+                            Variable{"FLEXKIT_CONV_STREAM_K", "70000", Dir::update},
+                            Variable{"FLEXKIT_CONV_KERNEL", "fastest", Dir::fprop},
+                            Variable{"FLEXKIT_CONV_KERNEL", "Lean", Dir::update}}) {
     SCOPED_TRACE(std::string(v.name) + "=" + v.bad);
     const ScopedEnv bad(v.name, v.bad);
     const Shape shape = v.dir == Dir::fprop ? g.output_shape() : g.filter_shape();

@@ -38,6 +38,23 @@ bool env_is(const char* name, std::string_view value) {
   return v != nullptr && std::string_view(v) == value;
 }
 
+// FLEXKIT_CONV_KERNEL: unset or empty, each call's own choice; otherwise a path forced for
+// comparisons and tests. Any other value is an error, so that a misspelt one cannot silently
+// measure the default.
+enum class KernelChoice { automatic, direct, lean, lockstep, planar };
+KernelChoice kernel_choice() {
+  const char* v = std::getenv("FLEXKIT_CONV_KERNEL");
+  if (v == nullptr || *v == '\0') return KernelChoice::automatic;
+  const std::string_view value(v);
+  if (value == "direct") return KernelChoice::direct;
+  if (value == "lean") return KernelChoice::lean;
+  if (value == "lockstep") return KernelChoice::lockstep;
+  if (value == "planar") return KernelChoice::planar;
+  throw flexkit::ValueError(
+      "FLEXKIT_CONV_KERNEL: expected direct, lean, lockstep or planar (or unset), got \"" +
+      std::string(value) + "\"");
+}
+
 // The CTAs of a stream-K launch: FLEXKIT_CONV_STREAM_K unset, one per multiprocessor; "0", none
 // (stream-K off); a positive count, that many (to test whole rounds on small layers).
 int stream_k_cta_count(int sms) {
@@ -264,7 +281,7 @@ struct PlanarConv {
 
 bool describe_planar(ImplicitDirection direction, const ConvProblem& p, const Setup& s,
                      PlanarConv& out) {
-  if (direction == ImplicitDirection::update || !env_is("FLEXKIT_CONV_KERNEL", "planar"))
+  if (direction == ImplicitDirection::update || kernel_choice() != KernelChoice::planar)
     return false;
   const gk::IntegerGemmArgs& a = s.args;
   const gk::ConvGather& g = a.gather;
@@ -302,8 +319,8 @@ bool describe_planar(ImplicitDirection direction, const ConvProblem& p, const Se
 // the one-tile-per-CTA kernel.
 bool shallow_fits(const Setup& s) {
   const gk::IntegerGemmArgs& a = s.args;
-  if (s.kernel == gk::ImplicitKernel::update || env_is("FLEXKIT_CONV_KERNEL", "lean") ||
-      env_is("FLEXKIT_CONV_KERNEL", "planar"))
+  if (s.kernel == gk::ImplicitKernel::update || kernel_choice() == KernelChoice::lean ||
+      kernel_choice() == KernelChoice::planar)
     return false;
   if (a.k / gk::kWgmmaStageK > gk::shallow_max_stages() || a.out_is_f32 || a.measure ||
       !a.epilogue.integer_only)
@@ -328,7 +345,7 @@ void launch_gathered(const Setup& s, bool stream_k, dim3 grid, cudaStream_t stre
 
 bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem, int device,
                         cudaStream_t stream, portable::GemmStats* device_stats) {
-  if (env_is("FLEXKIT_CONV_KERNEL", "direct")) return false;
+  if (kernel_choice() == KernelChoice::direct) return false;  // throws for an unknown value first
   Setup setup;
   const bool described = direction == ImplicitDirection::update
                              ? describe_update(problem, setup)
@@ -358,7 +375,7 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     args.k_chunk = args.k;
     // flex16 activations take the warp-specialised form (FLEXKIT_CONV_KERNEL=lockstep: the
     // one-role kernel, for comparisons).
-    const bool specialized = args.b_is_u8 == 0 && !env_is("FLEXKIT_CONV_KERNEL", "lockstep");
+    const bool specialized = args.b_is_u8 == 0 && kernel_choice() != KernelChoice::lockstep;
     if (env_is("FLEXKIT_CONV_LOG", "1"))
       std::fprintf(stderr,
                    "flexkit conv %s: shallow persistent implicit GEMM%s (m %lld n %lld k %lld, B "
