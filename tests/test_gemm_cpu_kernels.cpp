@@ -235,6 +235,61 @@ void check_int_case(const IntCase& c, unsigned seed) {
   }
 }
 
+// Each instruction set's f32 packs against the portable ones, bit for bit: blocks whose k values
+// are contiguous (the transposing case the vector forms take), and others (which they hand to the
+// portable form); every tail of rows, columns and k; nothing written past the panels.
+TEST(GemmCpuKernels, F32PacksMatchPortablePacks) {
+  using flexkit::backend::cpu::gemm_detail::kernels_for;
+  using flexkit::backend::cpu::gemm_detail::pack_a_f32;
+  using flexkit::backend::cpu::gemm_detail::pack_b_f32;
+  using flexkit::backend::cpu::gemm_detail::StridedBlock;
+  std::mt19937 rng(97);
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  std::vector<float> source(8192);
+  for (float& v : source) v = value(rng);
+  constexpr std::int64_t kGuard = 64;
+  struct Strides {
+    std::int64_t rs, cs;
+  };
+  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
+    if (isa > gemm_hardware_isa()) continue;
+    const auto kernel = kernels_for(isa).f32;
+    for (std::int64_t lines : {1, 5, 6, 7, 13, 17, 63, 64, 65, 100})
+      for (std::int64_t kv : {1, 2, 15, 16, 17, 33, 40}) {
+        // A: `lines` rows; B: `lines` columns. Element (line, k) at line·line_stride +
+        // k·k_stride, from source + 40 so that a negative step stays inside.
+        for (bool b_side : {false, true}) {
+          const int width = b_side ? kernel.nr : kernel.mr;
+          const std::int64_t panels = (lines + width - 1) / width;
+          for (Strides st : {Strides{kv + 3, 1}, Strides{1, lines + 2}, Strides{kv, 1},
+                             Strides{0, 1}, Strides{kv + 1, -1}}) {
+            const std::int64_t line_stride = st.rs, k_stride = st.cs;
+            const float* base = source.data() + 40;
+            ASSERT_LE(40 + (lines - 1) * std::abs(line_stride) + (kv - 1) * std::abs(k_stride),
+                      static_cast<std::int64_t>(source.size()));
+            SCOPED_TRACE(::testing::Message()
+                         << "isa " << int(isa) << (b_side ? " B" : " A") << " lines " << lines
+                         << " kv " << kv << " line stride " << line_stride << " k stride "
+                         << k_stride);
+            const std::size_t size = static_cast<std::size_t>(panels * width * kv + kGuard);
+            std::vector<float> want(size, -7.0f), got(size, -7.0f);
+            if (b_side) {
+              // B's rows are k: (k, column) at k·rs + column·cs.
+              const StridedBlock<float> b{base, k_stride, line_stride};
+              pack_b_f32(b, kv, lines, width, want.data());
+              kernel.pack_b(b, kv, lines, width, got.data());
+            } else {
+              const StridedBlock<float> a{base, line_stride, k_stride};
+              pack_a_f32(a, lines, kv, width, want.data());
+              kernel.pack_a(a, lines, kv, width, got.data());
+            }
+            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * size));
+          }
+        }
+      }
+  }
+}
+
 // The SIMD instruction sets' row rounding (the integer-only store epilogue; the scalar set's is
 // the portable rule itself) against the portable rule, element for element, on values chosen around
 // its edges: exact ties (to even, both signs), one above and below them, the int16 saturation

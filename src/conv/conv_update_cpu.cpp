@@ -84,6 +84,7 @@ struct UpdateKernel {
   static constexpr bool kInteger = std::is_same_v<Acc, std::int64_t>;
   int mr, nr, planes;
   void (*fn)(std::int64_t, const TA*, const TA*, Acc*, std::int64_t, bool);
+  gd::F32PackFn pack_a = nullptr, pack_b = nullptr;  // f32: the instruction set's packs
 };
 
 // One worker's scratch, sized for the widest unit.
@@ -123,8 +124,10 @@ void run_unit(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& kr, std::i
         b_panel = depth * kr.planes * kr.nr * 2;
       } else {
         depth = kv;
-        gd::pack_a_f32({e_block, sk, sj}, K, kv, kr.mr, s.a_pack.data());
-        gd::pack_b_f32({b_block, 1, cols}, kv, rows, kr.nr, s.b_pack.data());
+        // Both operands hold k contiguously: transposing packs, vector forms where the
+        // instruction set has them.
+        kr.pack_a({e_block, sk, sj}, K, kv, kr.mr, s.a_pack.data());
+        kr.pack_b({b_block, 1, cols}, kv, rows, kr.nr, s.b_pack.data());
         a_panel = kv * kr.mr;
         b_panel = kv * kr.nr;
       }
@@ -225,7 +228,8 @@ GemmStats update_typed(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& k
 GemmStats update_cpu(const ConvProblem& pr) {
   const gd::KernelSet ks = gd::kernels_for(gd::gemm_isa());
   if (pr.x.kind == ElementKind::f32) {
-    const UpdateKernel<float, float, float> kr{ks.f32.mr, ks.f32.nr, 1, ks.f32.fn};
+    const UpdateKernel<float, float, float> kr{ks.f32.mr, ks.f32.nr,     1,
+                                               ks.f32.fn, ks.f32.pack_a, ks.f32.pack_b};
     return update_typed(pr, kr);
   }
   if (pr.x.kind == ElementKind::u8) {

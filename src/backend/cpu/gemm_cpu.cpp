@@ -362,14 +362,14 @@ void run_f32_unit(const GemmProblem& p, const F32Kernel& kr, const Plan& plan, c
     for (std::int64_t kb = 0; kb < nk; ++kb) {
       const std::int64_t k0 = kb * kKc, kv = std::min(kKc, p.k - k0);
       const bool last = kb == nk - 1;
-      pack_b_f32(StridedBlock<float>{b_base + k0 * p.b.row_stride + w.j0 * p.b.col_stride,
-                                     p.b.row_stride, p.b.col_stride},
-                 kv, cols, kr.nr, b_pack);
+      kr.pack_b(StridedBlock<float>{b_base + k0 * p.b.row_stride + w.j0 * p.b.col_stride,
+                                    p.b.row_stride, p.b.col_stride},
+                kv, cols, kr.nr, b_pack);
       for (std::int64_t ic = s0; ic < s1; ic += kMc) {
         const std::int64_t rows = std::min(kMc, s1 - ic);
-        pack_a_f32(StridedBlock<float>{a_base + ic * p.a.row_stride + k0 * p.a.col_stride,
-                                       p.a.row_stride, p.a.col_stride},
-                   rows, kv, kr.mr, a_pack);
+        kr.pack_a(StridedBlock<float>{a_base + ic * p.a.row_stride + k0 * p.a.col_stride,
+                                      p.a.row_stride, p.a.col_stride},
+                  rows, kv, kr.mr, a_pack);
         for (std::int64_t jj = 0; jj < cols; jj += kr.nr) {
           const int nv = static_cast<int>(std::min<std::int64_t>(kr.nr, cols - jj));
           const float* bp = b_pack + (jj / kr.nr) * kv * kr.nr;

@@ -23,6 +23,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cpu/gemm/gemm_pack.hpp"
 #include "gemm/gemm_problem.hpp"
 
 namespace flexkit::backend::cpu::gemm_detail {
@@ -80,9 +81,16 @@ struct IntKernel {
   IntKernelFn fn = nullptr;
   IntPlanesFn planes_fn = nullptr;  // optional: the single-k-block store path
 };
+// pack_a_f32 / pack_b_f32 (gemm_pack.hpp) or an instruction set's faster form of them: the same
+// panels, bit for bit. The vector forms take the transposing cases, blocks whose k values lie
+// contiguous in memory (a row-major A, the filter-gradient's operands), where the portable pack
+// moves one element at a time.
+using F32PackFn = void (*)(StridedBlock<float>, std::int64_t, std::int64_t, int, float*);
 struct F32Kernel {
   int mr = 0, nr = 0;
   F32KernelFn fn = nullptr;
+  F32PackFn pack_a = nullptr;  // (a, rows, kv, mr, dst)
+  F32PackFn pack_b = nullptr;  // (b, kv, cols, nr, dst)
 };
 
 // The kernels of one instruction set: flex16 × u8 (one plane), flex16 × flex16 (two), f32.

@@ -228,7 +228,7 @@ KernelSet avx2_kernels() {
   KernelSet s;
   s.u8 = {6, 16, 1, &int_kernel<6, 2, 1>, &int_planes<6, 2, 1>};
   s.flex16 = {6, 8, 2, &int_kernel<6, 1, 2>, &int_planes<6, 1, 2>};
-  s.f32 = {6, 16, &f32_kernel<6, 2>};
+  s.f32 = {6, 16, &f32_kernel<6, 2>, &pack_a_f32, &pack_b_f32};
   s.round_row = &round_row;
   s.round_planes_row = &round_planes_row;
   return s;

@@ -2,6 +2,7 @@
 // with per-function target attributes (not per-file flags), so nothing else in this file, and
 // no inline function shared with other files, is built for AVX-512: the driver calls these only
 // after checking the CPU (gemm_isa()).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -124,6 +125,107 @@ FLEXKIT_TARGET_AVX512 void f32_kernel(std::int64_t k, const float* a, const floa
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + r * ldc + v * 16, acc[r * NV + v]);
 }
 
+// The transposing packs (F32PackFn). Each turns 16 k values of up to 16 rows (A) or columns
+// (B), loaded as vectors along k, into vectors along the rows or columns.
+//
+// A 4 × 4 transpose inside every 128-bit lane of v[0..3]: afterwards lane L of v[j] holds
+// element 4L + j of the four inputs, in input order.
+// (Lambdas would not inherit the target attribute.)
+FLEXKIT_TARGET_AVX512 __m512 unpacklo_64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+FLEXKIT_TARGET_AVX512 __m512 unpackhi_64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+FLEXKIT_TARGET_AVX512 void transpose_4x4_lanes(__m512& v0, __m512& v1, __m512& v2, __m512& v3) {
+  const __m512 t0 = _mm512_unpacklo_ps(v0, v1), t1 = _mm512_unpackhi_ps(v0, v1);
+  const __m512 t2 = _mm512_unpacklo_ps(v2, v3), t3 = _mm512_unpackhi_ps(v2, v3);
+  v0 = unpacklo_64(t0, t2);
+  v1 = unpackhi_64(t0, t2);
+  v2 = unpacklo_64(t1, t3);
+  v3 = unpackhi_64(t1, t3);
+}
+
+// r[i] lane j ↔ r[j] lane i: 4 × 4 transposes inside the 128-bit lanes of each group of four
+// vectors, then a 4 × 4 transpose of the 128-bit lanes across the groups.
+FLEXKIT_TARGET_AVX512 void transpose_16x16(__m512 (&r)[16]) {
+  for (int g = 0; g < 4; ++g)
+    transpose_4x4_lanes(r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3]);
+  // r[4g + j] lane L: rows 4g … 4g + 3 of column 4L + j.
+  __m512 out[16];
+  for (int j = 0; j < 4; ++j) {
+    const __m512 s0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44);       // g0.0 g0.1 g1.0 g1.1
+    const __m512 s1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);       // g0.2 g0.3 g1.2 g1.3
+    const __m512 s2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);  // g2.0 g2.1 g3.0 g3.1
+    const __m512 s3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);  // g2.2 g2.3 g3.2 g3.3
+    out[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);       // lane 0 of each group: column j
+    out[4 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);   // column 4 + j
+    out[8 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);   // column 8 + j
+    out[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);  // column 12 + j
+  }
+  for (int i = 0; i < 16; ++i) r[i] = out[i];
+}
+
+// pack_a_f32 for MR = 6 and rows contiguous along k: per 16 k values, six row vectors (two zero
+// rows beside them) are transposed in 4 × 4 blocks, and each k's six floats are one masked store.
+FLEXKIT_TARGET_AVX512 void pack_a_f32_avx512(StridedBlock<float> a, std::int64_t rows,
+                                             std::int64_t kv, int mr, float* dst) {
+  if (a.cs != 1 || mr != 6) return pack_a_f32(a, rows, kv, mr, dst);
+  const std::int64_t panel_size = kv * 6;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += 6) {
+    float* panel = dst + (r0 / 6) * panel_size;
+    const std::int64_t mv = std::min<std::int64_t>(6, rows - r0);
+    for (std::int64_t k0 = 0; k0 < kv; k0 += 16) {
+      const int kb = static_cast<int>(std::min<std::int64_t>(16, kv - k0));
+      const __mmask16 k_mask = static_cast<__mmask16>((1u << kb) - 1u);
+      __m512 v[8];
+      for (int t = 0; t < 8; ++t)
+        v[t] = t < mv ? _mm512_maskz_loadu_ps(k_mask, a.base + (r0 + t) * a.rs + k0)
+                      : _mm512_setzero_ps();
+      transpose_4x4_lanes(v[0], v[1], v[2], v[3]);  // v[j] lane L: rows 0-3 at k 4L + j
+      transpose_4x4_lanes(v[4], v[5], v[6], v[7]);  // rows 4-7
+      for (int j = 0; j < 4; ++j) {
+        // [rows 0-3, rows 4-7] at k = j and 4 + j, then at 8 + j and 12 + j.
+        const __m512 lo = _mm512_shuffle_f32x4(v[j], v[4 + j], 0x44);
+        const __m512 hi = _mm512_shuffle_f32x4(v[j], v[4 + j], 0xEE);
+        const __m512 k01 = _mm512_shuffle_f32x4(lo, lo, 0xD8);
+        const __m512 k23 = _mm512_shuffle_f32x4(hi, hi, 0xD8);
+        const __m256 at[4] = {_mm512_castps512_ps256(k01), _mm512_extractf32x8_ps(k01, 1),
+                              _mm512_castps512_ps256(k23), _mm512_extractf32x8_ps(k23, 1)};
+        for (int q = 0; q < 4; ++q) {
+          const int k = 4 * q + j;
+          if (k < kb) _mm256_mask_storeu_ps(panel + (k0 + k) * 6, 0x3f, at[q]);
+        }
+      }
+    }
+  }
+}
+
+// pack_b_f32 for NR = 64 and columns contiguous along k: per 16 k values, each group of 16
+// columns is loaded as 16 vectors along k and transposed into 16 vectors along the columns.
+FLEXKIT_TARGET_AVX512 void pack_b_f32_avx512(StridedBlock<float> b, std::int64_t kv,
+                                             std::int64_t cols, int nr, float* dst) {
+  if (b.rs != 1 || b.cs == 1 || nr != 64) return pack_b_f32(b, kv, cols, nr, dst);
+  const std::int64_t panel_size = kv * 64;
+  for (std::int64_t j0 = 0; j0 < cols; j0 += 64) {
+    float* panel = dst + (j0 / 64) * panel_size;
+    for (std::int64_t k0 = 0; k0 < kv; k0 += 16) {
+      const int kb = static_cast<int>(std::min<std::int64_t>(16, kv - k0));
+      const __mmask16 k_mask = static_cast<__mmask16>((1u << kb) - 1u);
+      for (int g = 0; g < 4; ++g) {
+        __m512 v[16];
+        for (int t = 0; t < 16; ++t) {
+          const std::int64_t j = j0 + 16 * g + t;
+          v[t] = j < cols ? _mm512_maskz_loadu_ps(k_mask, b.base + j * b.cs + k0)
+                          : _mm512_setzero_ps();
+        }
+        transpose_16x16(v);
+        for (int k = 0; k < kb; ++k) _mm512_storeu_ps(panel + (k0 + k) * 64 + 16 * g, v[k]);
+      }
+    }
+  }
+}
+
 // See RoundRowFn. The rounding is portable::gemm_round_shift_right, the branch-free form of
 // gemm_round_shift for 1 ≤ s ≤ 62 and |acc| < 2^62 (every exact sum of fewer than 2^32 int16
 // products), eight lanes at a time: q = (acc + 2^(s−1) − 1 + (floor(acc / 2^s) mod 2)) >> s,
@@ -204,7 +306,7 @@ KernelSet avx512_kernels() {
   KernelSet s;
   s.u8 = {6, 64, 1, &int_kernel<6, 4, 1>, &int_planes<6, 4, 1>};
   s.flex16 = {6, 32, 2, &int_kernel<6, 2, 2>, &int_planes<6, 2, 2>};
-  s.f32 = {6, 64, &f32_kernel<6, 4>};
+  s.f32 = {6, 64, &f32_kernel<6, 4>, &pack_a_f32_avx512, &pack_b_f32_avx512};
   s.round_row = &round_row;
   s.round_planes_row = &round_planes_row;
   return s;

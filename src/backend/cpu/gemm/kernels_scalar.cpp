@@ -65,7 +65,7 @@ KernelSet scalar_kernels() {
   KernelSet s;
   s.u8 = {4, 4, 1, &int_kernel<4, 4, 1>};
   s.flex16 = {4, 4, 2, &int_kernel<4, 4, 2>};
-  s.f32 = {4, 4, &f32_kernel<4, 4>};
+  s.f32 = {4, 4, &f32_kernel<4, 4>, &pack_a_f32, &pack_b_f32};
   s.round_row = &round_row_portable;
   return s;
 }
