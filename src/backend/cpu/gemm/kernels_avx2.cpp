@@ -222,13 +222,91 @@ FLEXKIT_TARGET_AVX2 RowStats round_planes_row(const portable::GemmEpilogue& e,
   return {*std::max_element(lanes_max, lanes_max + 8), saturated};
 }
 
+// The transposing packs (F32PackFn), as in kernels_avx512.cpp with 8 × 8 blocks: each turns 8 k
+// values of up to 8 rows (A) or columns (B), loaded as vectors along k, into vectors along the
+// rows or columns.
+//
+// r[i] lane j ↔ r[j] lane i: 32-bit and 64-bit interleaves inside the 128-bit halves (a 4 × 4
+// transpose in each), then the halves across vectors four apart.
+FLEXKIT_TARGET_AVX2 void transpose_8x8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 2; ++g) {
+    // Rows 4g … 4g + 3: u[4g + j] half h holds them at column 4h + j.
+    u[4 * g] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);      // column j: low halves
+    r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);  // column 4 + j: high halves
+  }
+}
+
+// Lanes 0 … n − 1 on (for maskload / maskstore).
+FLEXKIT_TARGET_AVX2 __m256i first_lanes(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// pack_a_f32 for MR = 6 and rows contiguous along k: six row vectors (two zero rows beside them)
+// transposed, each k's six floats one masked store.
+FLEXKIT_TARGET_AVX2 void pack_a_f32_avx2(StridedBlock<float> a, std::int64_t rows, std::int64_t kv,
+                                         int mr, float* dst) {
+  if (a.cs != 1 || mr != 6) return pack_a_f32(a, rows, kv, mr, dst);
+  const std::int64_t panel_size = kv * 6;
+  const __m256i six = first_lanes(6);
+  for (std::int64_t r0 = 0; r0 < rows; r0 += 6) {
+    float* panel = dst + (r0 / 6) * panel_size;
+    const std::int64_t mv = std::min<std::int64_t>(6, rows - r0);
+    for (std::int64_t k0 = 0; k0 < kv; k0 += 8) {
+      const int kb = static_cast<int>(std::min<std::int64_t>(8, kv - k0));
+      const __m256i k_mask = first_lanes(kb);
+      __m256 v[8];
+      for (int t = 0; t < 8; ++t)
+        v[t] = t < mv ? _mm256_maskload_ps(a.base + (r0 + t) * a.rs + k0, k_mask)
+                      : _mm256_setzero_ps();
+      transpose_8x8(v);
+      for (int k = 0; k < kb; ++k) _mm256_maskstore_ps(panel + (k0 + k) * 6, six, v[k]);
+    }
+  }
+}
+
+// pack_b_f32 for NR = 16 and columns contiguous along k: per 8 k values, each half of the panel's
+// 16 columns is loaded as 8 vectors along k and transposed.
+FLEXKIT_TARGET_AVX2 void pack_b_f32_avx2(StridedBlock<float> b, std::int64_t kv, std::int64_t cols,
+                                         int nr, float* dst) {
+  if (b.rs != 1 || b.cs == 1 || nr != 16) return pack_b_f32(b, kv, cols, nr, dst);
+  const std::int64_t panel_size = kv * 16;
+  for (std::int64_t j0 = 0; j0 < cols; j0 += 16) {
+    float* panel = dst + (j0 / 16) * panel_size;
+    for (std::int64_t k0 = 0; k0 < kv; k0 += 8) {
+      const int kb = static_cast<int>(std::min<std::int64_t>(8, kv - k0));
+      const __m256i k_mask = first_lanes(kb);
+      for (int h = 0; h < 2; ++h) {
+        __m256 v[8];
+        for (int t = 0; t < 8; ++t) {
+          const std::int64_t j = j0 + 8 * h + t;
+          v[t] =
+              j < cols ? _mm256_maskload_ps(b.base + j * b.cs + k0, k_mask) : _mm256_setzero_ps();
+        }
+        transpose_8x8(v);
+        for (int k = 0; k < kb; ++k) _mm256_storeu_ps(panel + (k0 + k) * 16 + 8 * h, v[k]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 KernelSet avx2_kernels() {
   KernelSet s;
   s.u8 = {6, 16, 1, &int_kernel<6, 2, 1>, &int_planes<6, 2, 1>};
   s.flex16 = {6, 8, 2, &int_kernel<6, 1, 2>, &int_planes<6, 1, 2>};
-  s.f32 = {6, 16, &f32_kernel<6, 2>, &pack_a_f32, &pack_b_f32};
+  s.f32 = {6, 16, &f32_kernel<6, 2>, &pack_a_f32_avx2, &pack_b_f32_avx2};
   s.round_row = &round_row;
   s.round_planes_row = &round_planes_row;
   return s;
