@@ -30,6 +30,8 @@ constexpr std::int64_t kChunk = 2 * gd::kMaxIntPairs;
 constexpr std::int64_t kLoweredColumns = 4 * kChunk;
 // Widest range of filter rows one unit owns.
 constexpr std::int64_t kMaxUnitRows = 256;
+// Narrowest range of filter rows an f32 unit owns (where the layer has that many).
+constexpr std::int64_t kMinF32UnitRows = 64;
 // Below this many multiply-adds the threads cost more than they save.
 constexpr double kSerialMacs = 1 << 18;
 
@@ -53,8 +55,14 @@ Split make_split(const Geometry& g, int nr, int mr, bool integer) {
   const std::int64_t rows = g.C * g.taps();
   const std::int64_t want = 2 * static_cast<std::int64_t>(backend::cpu::worker_count());
   Split s;
-  s.unit_rows = std::clamp(round_up(ceil_div(rows, want), nr), std::int64_t{nr},
-                           round_up(std::min(rows, kMaxUnitRows), nr));
+  // f32 row ranges of at least 64 rows: each range packs E's channels again for every position,
+  // which a narrow range (16 rows with AVX2's 16-column panels) cannot amortise. Measured under
+  // FLEXKIT_GEMM_ISA=avx2, 1x1 C64 K256 56x56 f32 update: four 16-row ranges 56-58 GOP/s, one
+  // 64-row range cut into two channel halves (below) 100-101.
+  const std::int64_t narrowest =
+      integer ? nr : std::min(round_up(kMinF32UnitRows, nr), round_up(rows, nr));
+  s.unit_rows = std::clamp(round_up(ceil_div(rows, want), nr), narrowest,
+                           std::max(narrowest, round_up(std::min(rows, kMaxUnitRows), nr)));
   s.row_units = ceil_div(rows, s.unit_rows);
   // f32 with fewer row ranges than workers (a 1x1 layer with few input channels: one 64-row
   // range ran on one core): the output channels are cut too, into runs of whole microkernel
