@@ -55,10 +55,9 @@ __host__ __device__ constexpr int specialized_threads(int consumers) {
 }
 // Registers per thread of each role. The launch gives every thread 65 536 / threads, rounded
 // down to a multiple of 8 (168 for 384 threads, 128 for 512), and setmaxnreg only moves registers
-// within the CTA's pool: producer + consumers · consumer = (1 + consumers) · launch. Where they
-// went (ptxas): no spills at 56 / 152 (three consumers); with two, the one-stage kernels spill
-// nothing at 56 / 224 and 40-odd bytes of the producer's at 40 / 232, the four-stage ones about
-// 70 bytes of the producer's at 40 / 232.
+// within the CTA's pool: producer + consumers · consumer = (1 + consumers) · launch. Spills
+// (ptxas): none at 56 / 152 (three consumers); with two, none in the one-stage kernels at
+// 56 / 224 and about 65 bytes in the four-stage ones at 40 / 232.
 __host__ __device__ constexpr int specialized_launch_registers(int consumers) {
   return 65536 / specialized_threads(consumers) / 8 * 8;
 }
