@@ -235,53 +235,56 @@ void check_int_case(const IntCase& c, unsigned seed) {
   }
 }
 
-// Each instruction set's f32 packs against the portable ones, bit for bit: blocks whose k values
-// are contiguous (the transposing case the vector forms take), and others (which they hand to the
-// portable form); every tail of rows, columns and k; nothing written past the panels.
-TEST(GemmCpuKernels, F32PacksMatchPortablePacks) {
+// Each instruction set's f32 packs against the panel layout of gemm_kernels.hpp, written out here
+// from the block's strides: panel p of A holds, for each k, rows p·mr … p·mr + mr − 1 (zero past
+// the last row); panel p of B, for each k, columns p·nr … p·nr + nr − 1 (zero past the last
+// column). Blocks whose k values are contiguous (the transposing case the vector forms take) and
+// others (which they hand to the portable form); every tail of rows, columns and k; nothing
+// written past the panels.
+TEST(GemmCpuKernels, F32PacksMatchThePanelLayout) {
   using flexkit::backend::cpu::gemm_detail::kernels_for;
-  using flexkit::backend::cpu::gemm_detail::pack_a_f32;
-  using flexkit::backend::cpu::gemm_detail::pack_b_f32;
   using flexkit::backend::cpu::gemm_detail::StridedBlock;
   std::mt19937 rng(97);
   std::uniform_real_distribution<float> value(-4.0f, 4.0f);
   std::vector<float> source(8192);
   for (float& v : source) v = value(rng);
   constexpr std::int64_t kGuard = 64;
+  constexpr float kUntouched = -7.0f;  // outside value()'s range
   struct Strides {
-    std::int64_t rs, cs;
+    std::int64_t line, k;
   };
   for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
     if (isa > gemm_hardware_isa()) continue;
     const auto kernel = kernels_for(isa).f32;
     for (std::int64_t lines : {1, 5, 6, 7, 13, 17, 63, 64, 65, 100})
       for (std::int64_t kv : {1, 2, 15, 16, 17, 33, 40}) {
-        // A: `lines` rows; B: `lines` columns. Element (line, k) at line·line_stride +
-        // k·k_stride, from source + 40 so that a negative step stays inside.
+        // A: `lines` rows; B: `lines` columns. Element (line, k) at base[line·line stride +
+        // k·k stride], base = source + 40 so that a negative k stride stays inside.
         for (bool b_side : {false, true}) {
           const int width = b_side ? kernel.nr : kernel.mr;
           const std::int64_t panels = (lines + width - 1) / width;
           for (Strides st : {Strides{kv + 3, 1}, Strides{1, lines + 2}, Strides{kv, 1},
                              Strides{0, 1}, Strides{kv + 1, -1}}) {
-            const std::int64_t line_stride = st.rs, k_stride = st.cs;
             const float* base = source.data() + 40;
-            ASSERT_LE(40 + (lines - 1) * std::abs(line_stride) + (kv - 1) * std::abs(k_stride),
+            ASSERT_LE(40 + (lines - 1) * std::abs(st.line) + (kv - 1) * std::abs(st.k),
                       static_cast<std::int64_t>(source.size()));
             SCOPED_TRACE(::testing::Message()
                          << "isa " << int(isa) << (b_side ? " B" : " A") << " lines " << lines
-                         << " kv " << kv << " line stride " << line_stride << " k stride "
-                         << k_stride);
+                         << " kv " << kv << " line stride " << st.line << " k stride " << st.k);
             const std::size_t size = static_cast<std::size_t>(panels * width * kv + kGuard);
-            std::vector<float> want(size, -7.0f), got(size, -7.0f);
+            std::vector<float> want(size, kUntouched), got(size, kUntouched);
+            for (std::int64_t p = 0; p < panels; ++p)
+              for (std::int64_t k = 0; k < kv; ++k)
+                for (int i = 0; i < width; ++i) {
+                  const std::int64_t line = p * width + i;
+                  want[static_cast<std::size_t>((p * kv + k) * width + i)] =
+                      line < lines ? base[line * st.line + k * st.k] : 0.0f;
+                }
             if (b_side) {
-              // B's rows are k: (k, column) at k·rs + column·cs.
-              const StridedBlock<float> b{base, k_stride, line_stride};
-              pack_b_f32(b, kv, lines, width, want.data());
-              kernel.pack_b(b, kv, lines, width, got.data());
+              // B's rows are k: element (k, column) at base[k·rs + column·cs].
+              kernel.pack_b(StridedBlock<float>{base, st.k, st.line}, kv, lines, width, got.data());
             } else {
-              const StridedBlock<float> a{base, line_stride, k_stride};
-              pack_a_f32(a, lines, kv, width, want.data());
-              kernel.pack_a(a, lines, kv, width, got.data());
+              kernel.pack_a(StridedBlock<float>{base, st.line, st.k}, lines, kv, width, got.data());
             }
             ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * size));
           }

@@ -128,15 +128,16 @@ FLEXKIT_TARGET_AVX512 void f32_kernel(std::int64_t k, const float* a, const floa
 // The transposing packs (F32PackFn). Each turns 16 k values of up to 16 rows (A) or columns
 // (B), loaded as vectors along k, into vectors along the rows or columns.
 //
-// A 4 × 4 transpose inside every 128-bit lane of v[0..3]: afterwards lane L of v[j] holds
-// element 4L + j of the four inputs, in input order.
-// (Lambdas would not inherit the target attribute.)
+// 64-bit interleaves of float vectors (functions, not lambdas: a lambda would not inherit the
+// target attribute).
 FLEXKIT_TARGET_AVX512 __m512 unpacklo_64(__m512 a, __m512 b) {
   return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
 }
 FLEXKIT_TARGET_AVX512 __m512 unpackhi_64(__m512 a, __m512 b) {
   return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
 }
+// A 4 × 4 transpose inside every 128-bit lane of v0 … v3: afterwards lane L of vj holds
+// element 4L + j of the four inputs, in input order.
 FLEXKIT_TARGET_AVX512 void transpose_4x4_lanes(__m512& v0, __m512& v1, __m512& v2, __m512& v3) {
   const __m512 t0 = _mm512_unpacklo_ps(v0, v1), t1 = _mm512_unpackhi_ps(v0, v1);
   const __m512 t2 = _mm512_unpacklo_ps(v2, v3), t3 = _mm512_unpackhi_ps(v2, v3);
