@@ -455,6 +455,12 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       {2, 200, 136, 16, 10, 1, 0, 1, 1, true},
       {2, 48, 136, 32, 36, 1, 0, 1, 1, false},
       {2, 12, 32, 16, 12, 1, 0, 1, 1, false},
+      // 1×1 updates of at most 64 rows on one side (the deep-K kernel): K the larger side, with
+      // two K ranges per CTA's worth of 32 768 (C48 K136 above, k 42 624) or three 128-row tiles
+      // (C40 K300 above); C the larger side (C300 K40, the sides swapped); one input channel
+      // and a K of 3.75 stages.
+      {2, 300, 40, 8, 20, 1, 0, 1, 1, false},
+      {2, 1, 70, 8, 5, 1, 0, 1, 1, false},
   };
   int failures = 0, index = 0;
   for (const Case& c : cases) {

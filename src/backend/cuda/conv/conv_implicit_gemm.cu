@@ -16,6 +16,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/conv/conv_implicit_gemm_kernels.hpp"
+#include "backend/cuda/gemm/gemm_deep_k.hpp"
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
 #include "backend/cuda/gemm/gemm_planar.hpp"
 #include "backend/cuda/gemm/gemm_stream_k.hpp"
@@ -89,6 +90,17 @@ bool prepared(int device, bool b_is_u8, gk::ImplicitKernel kernel, bool shallow 
   return ok;
 }
 
+// The same for the deep-K kernel (gemm_deep_k.cu).
+bool deep_k_prepared(int device) {
+  static std::mutex mutex;
+  static std::map<int, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(device); it != known.end()) return it->second;
+  const bool ok = gk::device_is_sm90(device) && gk::prepare_deep_k();
+  known.emplace(device, ok);
+  return ok;
+}
+
 bool aligned(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
@@ -103,6 +115,9 @@ bool strides_fit(const std::int64_t* strides, const std::int64_t* extents, int c
 
 struct Setup {
   gk::IntegerGemmArgs args{};
+  // update of a 1×1 filter whose B (the input) needs no gather: B as a plain matrix.
+  bool b_is_plain = false;
+  gk::OperandView plain_b{};
   gk::ImplicitKernel kernel = gk::ImplicitKernel::fprop;
   std::int64_t taps = 1;  // grid z: update runs one GEMM per tap
 };
@@ -262,6 +277,15 @@ bool describe_update(const ConvProblem& p, Setup& s) {
   }
   s.kernel = gk::ImplicitKernel::update;
   s.taps = g.taps();
+  // A 1×1 filter at stride 1 without padding reads I at x = o: where I's (x0, x1, x2, n) are one
+  // unit stride as well, I is a plain k-contiguous matrix (rows c), and update a plain GEMM.
+  bool plain = g.taps() == 1 && (g.C == 1 || is[0] % 8 == 0);
+  for (int d = 0; d < 3; ++d)
+    plain = plain && g.str[d] == 1 && g.pad[d] == 0 && g.out[d] == g.in[d];
+  plain = plain && (g.in[2] == 1 || is[3] == g.N) && (g.in[1] == 1 || is[2] == g.in[2] * g.N) &&
+          (g.in[0] == 1 || is[1] == g.in[1] * g.in[2] * g.N);
+  if (plain) s.plain_b = gk::OperandView{input.data, is[0], 1, 0};
+  s.b_is_plain = plain;
   return true;
 }
 
@@ -390,6 +414,27 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
       gk::launch_shallow(setup.kernel, args.b_is_u8 != 0, grid, args, stream);
     }
     return true;
+  }
+  if (setup.b_is_plain && kernel_choice() == KernelChoice::automatic) {
+    gk::IntegerGemmArgs plain = args;
+    plain.b = setup.plain_b;
+    if (gk::deep_k_fits(plain, sms) && deep_k_prepared(device)) {
+      // Both operands k-contiguous, a small output over a long K: the deep-K kernel, its sums
+      // added into a zeroed int64 workspace and finished as the K split's are.
+      const std::int64_t outputs = plain.m * plain.n;
+      backend::cuda::Scratch workspace(device,
+                                       static_cast<std::size_t>(outputs) * sizeof(std::int64_t));
+      plain.workspace = static_cast<unsigned long long*>(workspace.get());
+      FLEXKIT_CUDA_CHECK(cudaMemsetAsync(
+          workspace.get(), 0, static_cast<std::size_t>(outputs) * sizeof(std::int64_t), stream));
+      if (env_is("FLEXKIT_CONV_LOG", "1"))
+        std::fprintf(stderr, "flexkit conv update: deep-K kernel (m %lld n %lld k %lld)\n",
+                     static_cast<long long>(plain.m), static_cast<long long>(plain.n),
+                     static_cast<long long>(plain.k));
+      gk::launch_deep_k(plain, sms, stream);
+      gk::launch_finish_splits(plain, outputs, device, stream);
+      return true;
+    }
   }
   const std::int64_t ctas = tiles_m * tiles_n * setup.taps;
   args.raw_stages = gk::wgmma_max_raw_stages(args.b_is_u8 != 0, gk::kWgmmaTileN);

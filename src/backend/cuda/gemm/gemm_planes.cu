@@ -12,6 +12,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/gemm/gemm_planar.cuh"
 #include "backend/cuda/gemm/gemm_planar.hpp"
+#include "backend/cuda/gemm/tensor_map_encoder.hpp"
 #include "flexkit/error.hpp"
 
 namespace flexkit::backend::cuda::gemm_kernels {
@@ -173,22 +174,6 @@ __global__ void __launch_bounds__(kSplitThreads)
   }
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
-  static std::once_flag once;
-  static PFN_cuTensorMapEncodeTiled_v12000 function = nullptr;
-  std::call_once(once, [] {
-    void* address = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    FLEXKIT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &address, 12000,
-                                                        cudaEnableDefault, &status));
-    if (status == cudaDriverEntryPointSuccess)
-      function = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(address);
-  });
-  if (function == nullptr)
-    throw CudaError("the driver has no cuTensorMapEncodeTiled (needs CUDA 12 or newer)");
-  return function;
-}
-
 // Dims (k, rows, plane, entry) with the planes' byte strides; boxes of 64 k-bytes × box_rows in
 // the 64-byte swizzle the wgmma descriptors describe.
 CUtensorMap encode(const PlanarOperand& o, int box_rows) {
@@ -199,7 +184,7 @@ CUtensorMap encode(const PlanarOperand& o, int box_rows) {
                                  cuuint64_t(o.batch_stride)};
   const cuuint32_t box[4] = {cuuint32_t(kWgmmaStageK), cuuint32_t(box_rows), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult result = encode_function()(
+  const CUresult result = tensor_map_encoder()(
       &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(o.data), dims, strides, box,
       element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -226,10 +211,10 @@ CUtensorMap encode_conv(const PlanarOperand& o, int plane, const ConvGather& g) 
   const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
   void* base = const_cast<unsigned char*>(static_cast<const unsigned char*>(o.data) +
                                           int64_t(plane) * o.plane_stride);
-  const CUresult result =
-      encode_function()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, base, dims, strides, box,
-                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult result = tensor_map_encoder()(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, base, dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
     throw CudaError("cuTensorMapEncodeTiled failed (" + std::to_string(int(result)) +
                     ") for a convolution operand of " + std::to_string(o.k) + " channels");
@@ -237,6 +222,22 @@ CUtensorMap encode_conv(const PlanarOperand& o, int plane, const ConvGather& g) 
 }
 
 }  // namespace
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static std::once_flag once;
+  static PFN_cuTensorMapEncodeTiled_v12000 function = nullptr;
+  std::call_once(once, [] {
+    void* address = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    FLEXKIT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &address, 12000,
+                                                        cudaEnableDefault, &status));
+    if (status == cudaDriverEntryPointSuccess)
+      function = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(address);
+  });
+  if (function == nullptr)
+    throw CudaError("the driver has no cuTensorMapEncodeTiled (needs CUDA 12 or newer)");
+  return function;
+}
 
 bool prepare_planar_conv(bool b_is_u8) {
   return b_is_u8 ? prepare_planar_conv_u8() : prepare_planar_conv_s16();

@@ -52,6 +52,16 @@ __device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// One box of a 2-D tensor map (coordinates innermost first) into shared memory at `dst`.
+__device__ __forceinline__ void load_2d(uint32_t dst, const CUtensorMap* map, int32_t c0,
+                                        int32_t c1, uint32_t barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(barrier)
+      : "memory");
+}
+
 // One box of a 4-D tensor map into shared memory at `dst`, completing `bytes` on `barrier`.
 // Elements outside the tensor's extents arrive as zeros (and still count as bytes).
 __device__ __forceinline__ void load_4d(uint32_t dst, const CUtensorMap* map, int32_t c0,

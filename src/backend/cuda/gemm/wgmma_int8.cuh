@@ -553,4 +553,32 @@ __device__ __forceinline__ void wgmma_m64n64k32_u8u8_fresh(uint32_t (&d)[32], ui
         "=r"(d[28]), "=r"(d[29]), "=r"(d[30]), "=r"(d[31])
       : "l"(desc_a), "l"(desc_b));
 }
+
+// Register-A m64n64k32 (the RS layout above, 32 accumulators as in the shared-memory n64 forms),
+// always accumulating: one definition for the four signedness pairs.
+#define FLEXKIT_WGMMA_RS_M64N64K32(name, types)                                                    \
+  __device__ __forceinline__ void name(uint32_t(&d)[32], const uint32_t(&a)[4], uint64_t desc_b) { \
+    asm volatile(                                                                                  \
+        "{\n"                                                                                      \
+        ".reg .pred accumulate;\n"                                                                 \
+        "setp.ne.b32 accumulate, 1, 0;\n"                                                          \
+        "wgmma.mma_async.sync.aligned.m64n64k32.s32." types                                        \
+        " "                                                                                        \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "   \
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                       \
+        "{%32, %33, %34, %35}, %36, accumulate;\n"                                                 \
+        "}\n"                                                                                      \
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),      \
+          "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]),  \
+          "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]),            \
+          "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]),            \
+          "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])             \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));                                \
+  }
+FLEXKIT_WGMMA_RS_M64N64K32(wgmma_rs_m64n64k32_s8s8, "s8.s8")
+FLEXKIT_WGMMA_RS_M64N64K32(wgmma_rs_m64n64k32_s8u8, "s8.u8")
+FLEXKIT_WGMMA_RS_M64N64K32(wgmma_rs_m64n64k32_u8s8, "u8.s8")
+FLEXKIT_WGMMA_RS_M64N64K32(wgmma_rs_m64n64k32_u8u8, "u8.u8")
+#undef FLEXKIT_WGMMA_RS_M64N64K32
+
 }  // namespace flexkit::backend::cuda::gemm_kernels::wgmma
