@@ -112,39 +112,33 @@ __device__ __forceinline__ void pin_registers(uint32_t (&d)[kCount]) {
   "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "  \
   "%92, %93, %94, %95}"
 
-// D(64×N) (+)= A(64×32, descriptor) · B(32×N, descriptor). `scale` is "1" (accumulate), "0", or
-// the placeholder of a trailing input holding 1: the forms measured first took their flag as a
-// register, and ptxas schedules the two differently, so each form keeps the text it was timed
-// with.
+// The instruction text: the accumulate predicate from `scale`, then the MMA on the accumulator
+// placeholders and the A and B `operands`. `scale` is "1" (accumulate), "0", or the placeholder of
+// a trailing input holding 1: the forms measured first took their flag as a register, and ptxas
+// schedules the two differently, so each form keeps the text it was timed with.
+#define FLEXKIT_WGMMA_TEXT(n, types, count, scale, operands)                         \
+  "{\n"                                                                              \
+  ".reg .pred accumulate;\n"                                                         \
+  "setp.ne.b32 accumulate, " scale                                                   \
+  ", 0;\n"                                                                           \
+  "wgmma.mma_async.sync.aligned.m64n" #n "k32.s32." types " " FLEXKIT_WGMMA_P##count \
+      ", " operands                                                                  \
+      ", accumulate;\n"                                                              \
+      "}\n"
+// D(64×N) (+)= A(64×32, descriptor) · B(32×N, descriptor).
 #define FLEXKIT_WGMMA_SS(name, n, types, count, constraint, scale, operands, ...)               \
   __device__ __forceinline__ void name(uint32_t(&d)[count], uint64_t desc_a, uint64_t desc_b) { \
-    asm volatile(                                                                               \
-        "{\n"                                                                                   \
-        ".reg .pred accumulate;\n"                                                              \
-        "setp.ne.b32 accumulate, " scale                                                        \
-        ", 0;\n"                                                                                \
-        "wgmma.mma_async.sync.aligned.m64n" #n "k32.s32." types " " FLEXKIT_WGMMA_P##count      \
-        ", " operands                                                                           \
-        ", accumulate;\n"                                                                       \
-        "}\n"                                                                                   \
-        : FLEXKIT_WGMMA_D##count(constraint)                                                    \
-        : "l"(desc_a), "l"(desc_b)__VA_ARGS__);                                                 \
+    asm volatile(FLEXKIT_WGMMA_TEXT(n, types, count, scale, operands)                           \
+                 : FLEXKIT_WGMMA_D##count(constraint)                                           \
+                 : "l"(desc_a), "l"(desc_b)__VA_ARGS__);                                        \
   }
-// D(64×N) += A(64×32, four registers) · B(32×N, descriptor), `scale` as above.
-#define FLEXKIT_WGMMA_RS(name, n, types, count, scale, operands, ...)                      \
-  __device__ __forceinline__ void name(uint32_t(&d)[count], const uint32_t(&a)[4],         \
-                                       uint64_t desc_b) {                                  \
-    asm volatile(                                                                          \
-        "{\n"                                                                              \
-        ".reg .pred accumulate;\n"                                                         \
-        "setp.ne.b32 accumulate, " scale                                                   \
-        ", 0;\n"                                                                           \
-        "wgmma.mma_async.sync.aligned.m64n" #n "k32.s32." types " " FLEXKIT_WGMMA_P##count \
-        ", " operands                                                                      \
-        ", accumulate;\n"                                                                  \
-        "}\n"                                                                              \
-        : FLEXKIT_WGMMA_D##count("+r")                                                     \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b)__VA_ARGS__);             \
+// D(64×N) += A(64×32, four registers) · B(32×N, descriptor).
+#define FLEXKIT_WGMMA_RS(name, n, types, count, scale, operands, ...)                   \
+  __device__ __forceinline__ void name(uint32_t(&d)[count], const uint32_t(&a)[4],      \
+                                       uint64_t desc_b) {                               \
+    asm volatile(FLEXKIT_WGMMA_TEXT(n, types, count, scale, operands)                   \
+                 : FLEXKIT_WGMMA_D##count("+r")                                         \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b)__VA_ARGS__); \
   }
 
 // m64n128k32 (64 accumulators): the GEMM's and the shallow kernels' 64 × 128 units.
@@ -185,6 +179,7 @@ FLEXKIT_WGMMA_RS(wgmma_rs_m64n64k32_u8u8, 64, "u8.u8", 32, "1", "{%32, %33, %34,
 
 #undef FLEXKIT_WGMMA_RS
 #undef FLEXKIT_WGMMA_SS
+#undef FLEXKIT_WGMMA_TEXT
 #undef FLEXKIT_WGMMA_P96
 #undef FLEXKIT_WGMMA_P64
 #undef FLEXKIT_WGMMA_P32
