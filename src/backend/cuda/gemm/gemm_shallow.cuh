@@ -77,6 +77,51 @@ static_assert(shallow_smem_bytes(false, 1) <= kSmemLimit &&
                   shallow_smem_bytes(true, kShallowMaxStages) <= kSmemLimit,
               "over the sm_90 shared-memory limit per block");
 
+// The epilogue pieces both shallow kernels share (this one and gemm_shallow_specialized.cuh).
+// Two rounded values saturated to int16 and packed (q0 in the low half), in one instruction.
+__device__ __forceinline__ uint32_t pack_saturated(int32_t q0, int32_t q1) {
+  uint32_t packed;
+  asm("cvt.pack.sat.s16.s32 %0, %1, %2;" : "=r"(packed) : "r"(q1), "r"(q0));
+  return packed;
+}
+// The larger and the smaller of the two int16 halves of running pair extremes (__vimax3_s16x2,
+// __vimin3_s16x2 over the packed words stored).
+__device__ __forceinline__ int32_t pair_max_value(uint32_t pair_max) {
+  return max(static_cast<int32_t>(pair_max) >> 16,
+             static_cast<int32_t>(static_cast<int16_t>(pair_max)));
+}
+__device__ __forceinline__ int32_t pair_min_value(uint32_t pair_min) {
+  return min(static_cast<int32_t>(pair_min) >> 16,
+             static_cast<int32_t>(static_cast<int16_t>(pair_min)));
+}
+// Adds to `clamped` how many of a thread's first kCount accumulator values were clamped on
+// store, from their unclamped roundings: only called where a stored extreme sits on a bound
+// (rare). Accumulator i is column 8·(i/4) + 2·(lane%4) + i%2 of the unit (stored where < cols)
+// and row 8·((i/2)%2) of the thread's pair (stored where row_ok0 / row_ok1). Unrolled: an indexed
+// accumulator would move the arrays into local memory.
+template <int kCount, typename Rounded>
+__device__ __forceinline__ void count_clamped(uint32_t& clamped, const Rounded& rounded, int lane,
+                                              int cols, bool row_ok0, bool row_ok1) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    const int j = i >> 2, r = (i >> 1) & 1;
+    const int32_t q = rounded(i);
+    if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0))
+      clamped += q > portable::kFlex16MaxM || q < portable::kFlex16MinM ? 1 : 0;
+  }
+}
+// A CTA's statistics record from the extremes of the values it stored and its clamped count.
+__device__ __forceinline__ portable::GemmStats stored_stats(int32_t stored_max, int32_t stored_min,
+                                                            uint32_t saturated) {
+  portable::GemmStats stats = portable::gemm_stats_identity();
+  const int32_t top = stored_max < portable::kFlex16MaxM ? stored_max : portable::kFlex16MaxM;
+  const int32_t bottom =
+      -stored_min < -portable::kFlex16MinM ? -stored_min : -portable::kFlex16MinM;
+  stats.max_abs_m = top > bottom ? top : bottom;
+  stats.saturated = saturated;
+  return stats;
+}
+
 // A column (position o over `out`, batch entry n) moved by a fixed step of columns with carries
 // instead of divisions: the step is decoded once (dn < batch, d2 < out[2], d1 < out[1], d0).
 struct ColumnCursor {
@@ -351,12 +396,6 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       }
     }
   };
-  // Two rounded values saturated to int16 and packed (q0 in the low half), in one instruction.
-  auto pack_saturated = [](int32_t q0, int32_t q1) {
-    uint32_t packed;
-    asm("cvt.pack.sat.s16.s32 %0, %1, %2;" : "=r"(packed) : "r"(q1), "r"(q0));
-    return packed;
-  };
 
   // Ring positions as byte offsets: raw_issue holds stage + R (= stage % R), the raw slot after
   // it stage + 1; plane_mma holds stage (stage % 3), the plane slot after it stage + 1.
@@ -500,23 +539,11 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
           if (row_ok1) store_pair(j, 1);
         }
       }
-      const int32_t tile_max = max(static_cast<int32_t>(pair_max) >> 16,
-                                   static_cast<int32_t>(static_cast<int16_t>(pair_max)));
-      const int32_t tile_min = min(static_cast<int32_t>(pair_min) >> 16,
-                                   static_cast<int32_t>(static_cast<int16_t>(pair_min)));
+      const int32_t tile_max = pair_max_value(pair_max);
+      const int32_t tile_min = pair_min_value(pair_min);
       uint32_t saturated = 0;
-      if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM) {
-        // Rare: a stored value sits on a bound, so it may have been clamped. Count the clamped
-        // ones from the unclamped values (unrolled: an indexed accumulator would move the arrays
-        // into local memory).
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-          const int j = i >> 2, r = (i >> 1) & 1;
-          const int32_t q = rounded(i);
-          if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0))
-            saturated += q > portable::kFlex16MaxM || q < portable::kFlex16MinM ? 1 : 0;
-        }
-      }
+      if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM)
+        count_clamped<64>(saturated, rounded, lane, cols, row_ok0, row_ok1);
       uint32_t stats[3];
       stash.load(kStashStats, stats);
       stats[0] = static_cast<uint32_t>(max(static_cast<int32_t>(stats[0]), tile_max));
@@ -532,13 +559,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   uint32_t words[3];
   stash.load(kStashStats, words);
   const int32_t cta_max = static_cast<int32_t>(words[0]), cta_min = static_cast<int32_t>(words[1]);
-  const uint32_t saturated = words[2];
-  portable::GemmStats stats = portable::gemm_stats_identity();
-  const int32_t top = cta_max < portable::kFlex16MaxM ? cta_max : portable::kFlex16MaxM;
-  const int32_t bottom = -cta_min < -portable::kFlex16MinM ? -cta_min : -portable::kFlex16MinM;
-  stats.max_abs_m = top > bottom ? top : bottom;
-  stats.saturated = saturated;
-  commit_block_stats(stats, p.stats);
+  commit_block_stats(stored_stats(cta_max, cta_min, words[2]), p.stats);
 #elif defined(__CUDA_ARCH__)
   __trap();  // the PTX fallback: never launched (prepare_shallow reports false)
 #endif

@@ -390,11 +390,6 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
   auto rounded = [&](int i) {
     return portable::gemm_round_combined_byte_products({acc_mid[i], acc_lo[i]}, rounding);
   };
-  auto pack_saturated = [](int32_t q0, int32_t q1) {
-    uint32_t packed;
-    asm("cvt.pack.sat.s16.s32 %0, %1, %2;" : "=r"(packed) : "r"(q1), "r"(q0));
-    return packed;
-  };
   auto wait_full = [&](int stage) {
     tma::wait(full_barriers + 8 * plane_slot(stage), plane_parity(stage));
   };
@@ -558,21 +553,10 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
         }
       }
     }
-    const int32_t tile_max = max(static_cast<int32_t>(pair_max) >> 16,
-                                 static_cast<int32_t>(static_cast<int16_t>(pair_max)));
-    const int32_t tile_min = min(static_cast<int32_t>(pair_min) >> 16,
-                                 static_cast<int32_t>(static_cast<int16_t>(pair_min)));
-    if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM) {
-      // Rare: a stored value sits on a bound, so it may have been clamped. Count the clamped
-      // ones from the unclamped values.
-#pragma unroll
-      for (int i = 0; i < kAccumulators; ++i) {
-        const int j = i >> 2, r = (i >> 1) & 1;
-        const int32_t q = rounded(i);
-        if (8 * j + 2 * (lane & 3) + (i & 1) < cols && (r ? row_ok1 : row_ok0))
-          stat_saturated += q > portable::kFlex16MaxM || q < portable::kFlex16MinM ? 1 : 0;
-      }
-    }
+    const int32_t tile_max = pair_max_value(pair_max);
+    const int32_t tile_min = pair_min_value(pair_min);
+    if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM)
+      count_clamped<kAccumulators>(stat_saturated, rounded, lane, cols, row_ok0, row_ok1);
     stat_max = max(stat_max, tile_max);
     stat_min = min(stat_min, tile_min);
   };
@@ -597,12 +581,7 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
       run_unit(tile, j, j == j0, j + kConsumers >= units);
   }
 
-  portable::GemmStats stats = portable::gemm_stats_identity();
-  const int32_t top = stat_max < portable::kFlex16MaxM ? stat_max : portable::kFlex16MaxM;
-  const int32_t bottom = -stat_min < -portable::kFlex16MinM ? -stat_min : -portable::kFlex16MinM;
-  stats.max_abs_m = top > bottom ? top : bottom;
-  stats.saturated = stat_saturated;
-  commit_block_stats(stats, p.stats);
+  commit_block_stats(stored_stats(stat_max, stat_min, stat_saturated), p.stats);
 #elif defined(__CUDA_ARCH__)
   __trap();  // the PTX fallback: never launched (prepare_shallow_specialized reports false)
 #endif
