@@ -39,6 +39,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/gemm/gemm_deep_k.hpp"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
+#include "backend/cuda/gemm/sm90_kernel_image.hpp"
 #include "backend/cuda/gemm/tensor_map_encoder.hpp"
 #include "backend/cuda/gemm/tma_pipeline.cuh"
 #include "backend/cuda/gemm/wgmma_int8.cuh"
@@ -329,12 +330,7 @@ bool deep_k_fits(const IntegerGemmArgs& a, int sms) {
 
 bool prepare_deep_k() {
   using namespace deep_k_detail;
-  cudaFuncAttributes attributes{};
-  FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, gemm_deep_k_kernel));
-  if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
-  FLEXKIT_CUDA_CHECK(cudaFuncSetAttribute(gemm_deep_k_kernel,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  return true;
+  return prepare_sm90_kernel(gemm_deep_k_kernel, kSmemBytes);
 }
 
 void launch_deep_k(const IntegerGemmArgs& args, int sms, cudaStream_t stream) {

@@ -268,14 +268,8 @@ namespace planar_detail {
 
 template <bool kBIsU8, int kTileN, bool kConv = false>
 bool prepare() {
-  auto kernel = gemm_wgmma_planar_kernel<kBIsU8, kTileN, kConv>;
-  cudaFuncAttributes attributes{};
-  FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
-  const int bytes = smem_bytes(kBIsU8, kTileN, ring_stages(kBIsU8, kTileN));
-  FLEXKIT_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  return true;
+  return prepare_sm90_kernel(gemm_wgmma_planar_kernel<kBIsU8, kTileN, kConv>,
+                             smem_bytes(kBIsU8, kTileN, ring_stages(kBIsU8, kTileN)));
 }
 
 template <bool kBIsU8, int kTileN, bool kConv = false>

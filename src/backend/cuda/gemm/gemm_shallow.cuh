@@ -567,13 +567,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 
 template <bool kBIsU8, bool kAKContig, int kAStages>
 bool prepare_shallow_one() {
-  auto kernel = gemm_shallow_kernel<kBIsU8, kAKContig, kAStages>;
-  cudaFuncAttributes attributes{};
-  FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
-  FLEXKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          shallow_smem_bytes(kBIsU8, kAStages)));
-  return true;
+  return prepare_sm90_kernel(gemm_shallow_kernel<kBIsU8, kAKContig, kAStages>,
+                             shallow_smem_bytes(kBIsU8, kAStages));
 }
 
 template <bool kBIsU8, bool kAKContig, int kAStages>

@@ -589,13 +589,8 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
 
 template <bool kAKContig, int kAStages, int kConsumers>
 bool prepare_specialized_one() {
-  auto kernel = gemm_shallow_specialized_kernel<kAKContig, kAStages, kConsumers>;
-  cudaFuncAttributes attributes{};
-  FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
-  FLEXKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          specialized_smem_bytes(kConsumers, kAStages)));
-  return true;
+  return prepare_sm90_kernel(gemm_shallow_specialized_kernel<kAKContig, kAStages, kConsumers>,
+                             specialized_smem_bytes(kConsumers, kAStages));
 }
 
 template <bool kAKContig, int kAStages, int kConsumers>

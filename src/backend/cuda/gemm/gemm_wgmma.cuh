@@ -27,6 +27,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
+#include "backend/cuda/gemm/sm90_kernel_image.hpp"
 #include "backend/cuda/gemm/wgmma_int8.cuh"
 #include "flexkit/portable/stream_k.hpp"
 
@@ -1633,16 +1634,8 @@ namespace wgmma_detail {
 
 template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN, int kGather = kGatherNone>
 bool prepare_one() {
-  auto kernel = gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN, kGather>;
-  cudaFuncAttributes attributes{};
-  FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  // ptxVersion is the virtual architecture the loaded code came from: 90 for the sm_90a image,
-  // 75 when the driver JIT-compiled the compute_75 fallback (whose body is only a trap).
-  if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
-  const int bytes = deep_smem_bytes(kBIsU8, deep_max_raw_stages(kBIsU8, kTileN), kTileN);
-  FLEXKIT_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  return true;
+  return prepare_sm90_kernel(gemm_wgmma_lean_kernel<kBIsU8, kAKContig, kBKContig, kTileN, kGather>,
+                             deep_smem_bytes(kBIsU8, deep_max_raw_stages(kBIsU8, kTileN), kTileN));
 }
 
 template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN, int kGather = kGatherNone>

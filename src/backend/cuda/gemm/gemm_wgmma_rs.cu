@@ -234,14 +234,8 @@ namespace wgmma_rs_detail {
 
 template <bool kBIsU8, bool kBKContig>
 bool prepare_one() {
-  auto kernel = gemm_wgmma_rs_deep_kernel<kBIsU8, kBKContig>;
-  cudaFuncAttributes attributes{};
-  FLEXKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  if (attributes.binaryVersion != 90 || attributes.ptxVersion < 90) return false;
-  const int bytes = deep_smem_bytes(kBIsU8, deep_max_raw_stages(kBIsU8));
-  FLEXKIT_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  return true;
+  return prepare_sm90_kernel(gemm_wgmma_rs_deep_kernel<kBIsU8, kBKContig>,
+                             deep_smem_bytes(kBIsU8, deep_max_raw_stages(kBIsU8)));
 }
 
 template <bool kBIsU8, bool kBKContig>
