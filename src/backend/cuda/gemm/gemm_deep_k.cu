@@ -16,7 +16,10 @@
 // stream-K kernel. Nsight Compute on C64 K256: this kernel 38.7 µs at 70 % of DRAM bandwidth,
 // the finishing kernel 4 µs. Contiguous K ranges instead of interleaved sets: 40.2 µs. Raw rings
 // of 4, 6 and 8 slots ran alike (so loads in flight are not what bounds it); most stall samples
-// are the two roles' waits for a landed stage.
+// are the two roles' waits for a landed stage. Also measured and dropped: stages of two 64-k boxes
+// (256 consecutive bytes of a row per request: no faster), and the kernel rounding its own
+// outputs after a cooperative launch's CTAs of a tile waited for each other (0.047 → 0.049 and
+// 0.050 → 0.054 ms: the wait for the slowest CTA cost more than the finishing kernel).
 //
 // Roles (384 threads: a producer warpgroup, two consumer warpgroups):
 // - producer thread 0 loads each 64-deep stage as two TMA boxes of raw int16 (A side 128 × 64,
