@@ -69,61 +69,49 @@ __device__ __forceinline__ void pin_registers(uint32_t (&d)[kCount]) {
 // registers must stay untouched until the wgmma.wait_group that covers the instruction, which
 // ptxas does not enforce: a caller keeps them alive itself (gemm_deep_k.cu).
 
-// The accumulator operand list of N/2 registers, each with constraint c.
+// The accumulator operand list of N/2 registers, each with constraint c (each list extends the
+// one before).
 #define FLEXKIT_WGMMA_D32(c)                                                                    \
   c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]),     \
       c(d[10]), c(d[11]), c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]), \
       c(d[19]), c(d[20]), c(d[21]), c(d[22]), c(d[23]), c(d[24]), c(d[25]), c(d[26]), c(d[27]), \
       c(d[28]), c(d[29]), c(d[30]), c(d[31])
 #define FLEXKIT_WGMMA_D64(c)                                                                    \
-  c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]),     \
-      c(d[10]), c(d[11]), c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]), \
-      c(d[19]), c(d[20]), c(d[21]), c(d[22]), c(d[23]), c(d[24]), c(d[25]), c(d[26]), c(d[27]), \
-      c(d[28]), c(d[29]), c(d[30]), c(d[31]), c(d[32]), c(d[33]), c(d[34]), c(d[35]), c(d[36]), \
-      c(d[37]), c(d[38]), c(d[39]), c(d[40]), c(d[41]), c(d[42]), c(d[43]), c(d[44]), c(d[45]), \
-      c(d[46]), c(d[47]), c(d[48]), c(d[49]), c(d[50]), c(d[51]), c(d[52]), c(d[53]), c(d[54]), \
-      c(d[55]), c(d[56]), c(d[57]), c(d[58]), c(d[59]), c(d[60]), c(d[61]), c(d[62]), c(d[63])
+  FLEXKIT_WGMMA_D32(c), c(d[32]), c(d[33]), c(d[34]), c(d[35]), c(d[36]), c(d[37]), c(d[38]),   \
+      c(d[39]), c(d[40]), c(d[41]), c(d[42]), c(d[43]), c(d[44]), c(d[45]), c(d[46]), c(d[47]), \
+      c(d[48]), c(d[49]), c(d[50]), c(d[51]), c(d[52]), c(d[53]), c(d[54]), c(d[55]), c(d[56]), \
+      c(d[57]), c(d[58]), c(d[59]), c(d[60]), c(d[61]), c(d[62]), c(d[63])
 #define FLEXKIT_WGMMA_D96(c)                                                                    \
-  c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]),     \
-      c(d[10]), c(d[11]), c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]), \
-      c(d[19]), c(d[20]), c(d[21]), c(d[22]), c(d[23]), c(d[24]), c(d[25]), c(d[26]), c(d[27]), \
-      c(d[28]), c(d[29]), c(d[30]), c(d[31]), c(d[32]), c(d[33]), c(d[34]), c(d[35]), c(d[36]), \
-      c(d[37]), c(d[38]), c(d[39]), c(d[40]), c(d[41]), c(d[42]), c(d[43]), c(d[44]), c(d[45]), \
-      c(d[46]), c(d[47]), c(d[48]), c(d[49]), c(d[50]), c(d[51]), c(d[52]), c(d[53]), c(d[54]), \
-      c(d[55]), c(d[56]), c(d[57]), c(d[58]), c(d[59]), c(d[60]), c(d[61]), c(d[62]), c(d[63]), \
-      c(d[64]), c(d[65]), c(d[66]), c(d[67]), c(d[68]), c(d[69]), c(d[70]), c(d[71]), c(d[72]), \
-      c(d[73]), c(d[74]), c(d[75]), c(d[76]), c(d[77]), c(d[78]), c(d[79]), c(d[80]), c(d[81]), \
-      c(d[82]), c(d[83]), c(d[84]), c(d[85]), c(d[86]), c(d[87]), c(d[88]), c(d[89]), c(d[90]), \
-      c(d[91]), c(d[92]), c(d[93]), c(d[94]), c(d[95])
-// Their placeholders in the instruction text.
-#define FLEXKIT_WGMMA_P32                                                                       \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+  FLEXKIT_WGMMA_D64(c), c(d[64]), c(d[65]), c(d[66]), c(d[67]), c(d[68]), c(d[69]), c(d[70]),   \
+      c(d[71]), c(d[72]), c(d[73]), c(d[74]), c(d[75]), c(d[76]), c(d[77]), c(d[78]), c(d[79]), \
+      c(d[80]), c(d[81]), c(d[82]), c(d[83]), c(d[84]), c(d[85]), c(d[86]), c(d[87]), c(d[88]), \
+      c(d[89]), c(d[90]), c(d[91]), c(d[92]), c(d[93]), c(d[94]), c(d[95])
+// Their placeholders in the instruction text (braces added there).
+#define FLEXKIT_WGMMA_P32                                                                      \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define FLEXKIT_WGMMA_P64                                                                       \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63}"
+  FLEXKIT_WGMMA_P32                                                                             \
+      ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, " \
+      "%49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define FLEXKIT_WGMMA_P96                                                                       \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "  \
-  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "  \
-  "%92, %93, %94, %95}"
+  FLEXKIT_WGMMA_P64                                                                             \
+      ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, " \
+      "%81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 
 // The instruction text: the accumulate predicate from `scale`, then the MMA on the accumulator
 // placeholders and the A and B `operands`. `scale` is "1" (accumulate), "0", or the placeholder of
 // a trailing input holding 1: the forms measured first took their flag as a register, and ptxas
 // schedules the two differently, so each form keeps the text it was timed with.
-#define FLEXKIT_WGMMA_TEXT(n, types, count, scale, operands)                         \
-  "{\n"                                                                              \
-  ".reg .pred accumulate;\n"                                                         \
-  "setp.ne.b32 accumulate, " scale                                                   \
-  ", 0;\n"                                                                           \
-  "wgmma.mma_async.sync.aligned.m64n" #n "k32.s32." types " " FLEXKIT_WGMMA_P##count \
-      ", " operands                                                                  \
-      ", accumulate;\n"                                                              \
+#define FLEXKIT_WGMMA_TEXT(n, types, count, scale, operands)                          \
+  "{\n"                                                                               \
+  ".reg .pred accumulate;\n"                                                          \
+  "setp.ne.b32 accumulate, " scale                                                    \
+  ", 0;\n"                                                                            \
+  "wgmma.mma_async.sync.aligned.m64n" #n "k32.s32." types " {" FLEXKIT_WGMMA_P##count \
+      "}"                                                                             \
+      ", " operands                                                                   \
+      ", accumulate;\n"                                                               \
       "}\n"
 // D(64×N) (+)= A(64×32, descriptor) · B(32×N, descriptor).
 #define FLEXKIT_WGMMA_SS(name, n, types, count, constraint, scale, operands, ...)               \
