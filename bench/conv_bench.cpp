@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "cuda_bench_support.hpp"
 #include "flexkit/conv.hpp"
 #include "flexkit/flexkit.hpp"
@@ -124,43 +125,6 @@ std::vector<Layer> all_layers() {
         {fmt("1x1 C%lld K%lld %lldx%lld", (long long)c, (long long)k, (long long)hw, (long long)hw),
          c, k, hw, 1, 0});
   return v;
-}
-
-std::string normalized(const std::string& s) {
-  std::string r;
-  for (char ch : s)
-    if (!std::isspace(static_cast<unsigned char>(ch)))
-      r += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return r;
-}
-
-std::vector<Layer> parse_layers(const char* spec) {
-  const std::vector<Layer> all = all_layers();
-  const std::string text = spec && *spec ? spec : "all";
-  std::vector<bool> chosen(all.size(), false);
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    const std::size_t end = std::min(text.find(',', pos), text.size());
-    const std::string tok = normalized(text.substr(pos, end - pos));
-    pos = end + 1;
-    if (tok.empty()) continue;
-    bool matched = false;
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      const bool hit = tok == "all" || (tok == "3x3" && !all[i].pointwise()) ||
-                       (tok == "1x1" && all[i].pointwise()) || tok == normalized(all[i].name);
-      if (hit) chosen[i] = matched = true;
-    }
-    if (!matched) {
-      std::string names;
-      for (const Layer& l : all) names += "\n  " + l.name;
-      throw std::invalid_argument("CONV_LAYERS: no layer '" + tok +
-                                  "'; want all, 3x3, 1x1 or one of:" + names);
-    }
-  }
-  std::vector<Layer> layers;
-  for (std::size_t i = 0; i < all.size(); ++i)
-    if (chosen[i]) layers.push_back(all[i]);
-  return layers;
 }
 
 // ---- host references ------------------------------------------------------------------------
@@ -567,7 +531,8 @@ int run() {
     std::fprintf(stderr, "bench_conv: no CUDA device\n");
     return 1;
   }
-  const std::vector<Layer> layers = parse_layers(std::getenv("CONV_LAYERS"));
+  const std::vector<Layer> layers =
+      pick_layers(all_layers(), std::getenv("CONV_LAYERS"), "CONV_LAYERS");
   if (const char* limit = std::getenv("CONV_TIME_LIMIT_S")) g_time_limit = std::atof(limit);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, std::fclose);
   if (const char* path = std::getenv("CONV_CSV"); path && *path) {

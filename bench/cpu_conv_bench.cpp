@@ -9,6 +9,8 @@
 //   CPU_CONV_CSV  also write one line per layer and direction to this file, with the geometry,
 //                 for bench/torch_cpu_conv.py (PyTorch's CPU convolution on the same layers):
 //                 layer,direction,c,k,hw,rs,pad,stride,batch,flex16_gops,f32_gops
+//   CPU_CONV_LAYERS  which layers: all (the default), 3x3, 1x1 or layer names, comma-separated
+//                 (e.g. "3x3 C256 K256 14x14"; spaces and case ignored).
 // The Markdown table (lines starting with '|') goes to stdout, progress to stderr.
 #include <cmath>
 #include <cstdint>
@@ -43,6 +45,7 @@ struct Layer {
   std::string name;
   i64 c, k, hw, rs, pad, stride;
   i64 pq() const { return (hw + 2 * pad - rs) / stride + 1; }
+  bool pointwise() const { return rs == 1; }
   double ops() const {
     return 2.0 * static_cast<double>(kBatch * k * c * rs * rs) * static_cast<double>(pq() * pq());
   }
@@ -155,7 +158,13 @@ int main() {
     }
     std::fprintf(csv.get(), "layer,direction,c,k,hw,rs,pad,stride,batch,flex16_gops,f32_gops\n");
   }
-  const std::vector<Layer> all = layers();
+  std::vector<Layer> all;
+  try {
+    all = pick_layers(layers(), std::getenv("CPU_CONV_LAYERS"), "CPU_CONV_LAYERS");
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
   std::vector<Rates> rates(all.size());
   unsigned seed = 1;
   for (std::size_t i = 0; i < all.size(); ++i) {
