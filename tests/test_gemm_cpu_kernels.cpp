@@ -293,6 +293,72 @@ TEST(GemmCpuKernels, F32PacksMatchThePanelLayout) {
   }
 }
 
+// The integer packs of every instruction set this machine runs against the panel layout of
+// gemm_kernels.hpp written out here from the block's strides: A as k pairs of int16 per row, an
+// int16 B as k pairs per column in a high (>> 8) and a low (& 255) plane; zeros past the lines and
+// after an odd last k; nothing written past the panels. The same strides as the f32 test, and
+// k counts on both sides of the vector packs' 32-value blocks.
+TEST(GemmCpuKernels, IntPacksMatchThePanelLayout) {
+  using flexkit::backend::cpu::gemm_detail::kernels_for;
+  using flexkit::backend::cpu::gemm_detail::StridedBlock;
+  std::mt19937 rng(98);
+  std::uniform_int_distribution<int> value(-32768, 32767);
+  std::vector<std::int16_t> source(16384);
+  for (std::int16_t& v : source) v = static_cast<std::int16_t>(value(rng));
+  constexpr std::int64_t kGuard = 64;
+  constexpr std::int16_t kUntouched = 0x5a5a;
+  struct Strides {
+    std::int64_t line, k;
+  };
+  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
+    if (isa > gemm_hardware_isa()) continue;
+    const auto kernels = kernels_for(isa);
+    for (const auto& kernel : {kernels.flex16, kernels.u8})
+      for (std::int64_t lines : {1, 5, 6, 7, 13, 17, 31, 32, 33, 64, 65, 100})
+        for (std::int64_t kv : {1, 2, 15, 16, 17, 31, 32, 33, 40, 64, 65}) {
+          for (bool b_side : {false, true}) {
+            if (b_side && kernel.planes != 2) continue;  // a u8 B always packs portably
+            const int width = b_side ? kernel.nr : kernel.mr;
+            const int planes = b_side ? 2 : 1;
+            const std::int64_t panels = (lines + width - 1) / width, pairs = (kv + 1) / 2;
+            for (Strides st : {Strides{kv + 3, 1}, Strides{1, lines + 2}, Strides{kv, 1},
+                               Strides{0, 1}, Strides{kv + 1, -1}}) {
+              const std::int16_t* base = source.data() + 80;
+              ASSERT_LE(80 + (lines - 1) * std::abs(st.line) + (kv - 1) * std::abs(st.k),
+                        static_cast<std::int64_t>(source.size()));
+              SCOPED_TRACE(::testing::Message()
+                           << "isa " << int(isa) << " planes " << kernel.planes
+                           << (b_side ? " B" : " A") << " lines " << lines << " kv " << kv
+                           << " line stride " << st.line << " k stride " << st.k);
+              const std::size_t size =
+                  static_cast<std::size_t>(panels * pairs * planes * width * 2 + kGuard);
+              std::vector<std::int16_t> want(size, kUntouched), got(size, kUntouched);
+              for (std::int64_t p = 0; p < panels; ++p)
+                for (std::int64_t pair = 0; pair < pairs; ++pair)
+                  for (int q = 0; q < planes; ++q)
+                    for (int i = 0; i < width; ++i)
+                      for (int half = 0; half < 2; ++half) {
+                        const std::int64_t line = p * width + i, k = 2 * pair + half;
+                        const int v = line < lines && k < kv ? base[line * st.line + k * st.k] : 0;
+                        const int plane_value = !b_side ? v : q == 0 ? v >> 8 : v & 255;
+                        want[static_cast<std::size_t>(
+                            (((p * pairs + pair) * planes + q) * width + i) * 2 + half)] =
+                            static_cast<std::int16_t>(plane_value);
+                      }
+              if (b_side) {
+                kernel.pack_b(StridedBlock<std::int16_t>{base, st.k, st.line}, kv, lines, width,
+                              got.data());
+              } else {
+                kernel.pack_a(StridedBlock<std::int16_t>{base, st.line, st.k}, lines, kv, width,
+                              got.data());
+              }
+              ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(std::int16_t) * size));
+            }
+          }
+        }
+  }
+}
+
 // The SIMD instruction sets' row rounding (the integer-only store epilogue; the scalar set's is
 // the portable rule itself) against the portable rule, element for element, on values chosen around
 // its edges: exact ties (to even, both signs), one above and below them, the int16 saturation

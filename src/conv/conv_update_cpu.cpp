@@ -92,7 +92,9 @@ struct UpdateKernel {
   static constexpr bool kInteger = std::is_same_v<Acc, std::int64_t>;
   int mr, nr, planes;
   void (*fn)(std::int64_t, const TA*, const TA*, Acc*, std::int64_t, bool);
-  gd::F32PackFn pack_a = nullptr, pack_b = nullptr;  // f32: the instruction set's packs
+  // The instruction set's packs; pack_b for an input of E's type (a u8 input packs portably).
+  using PackFn = void (*)(gd::StridedBlock<TA>, std::int64_t, std::int64_t, int, TA*);
+  PackFn pack_a = nullptr, pack_b = nullptr;
 };
 
 // One worker's scratch, sized for the widest unit.
@@ -123,19 +125,21 @@ void run_unit(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& kr, std::i
       const std::int64_t kv = std::min(kChunk, cols - c0);
       const TA* e_block = e + (p0 * N + c0) * sj;
       const TI* b_block = s.lowered.data() + c0;
+      // Both operands hold k contiguously: transposing packs, vector forms where the
+      // instruction set has them (a u8 input's B packs portably).
+      kr.pack_a({e_block, sk, sj}, K, kv, kr.mr, s.a_pack.data());
+      if constexpr (std::is_same_v<TI, TA>) {
+        kr.pack_b({b_block, 1, cols}, kv, rows, kr.nr, s.b_pack.data());
+      } else {
+        gd::pack_b_int(gd::StridedBlock<TI>{b_block, 1, cols}, kv, rows, kr.nr, s.b_pack.data());
+      }
       std::int64_t a_panel, b_panel, depth;
       if constexpr (UpdateKernel<TA, TI, Acc>::kInteger) {
         depth = (kv + 1) / 2;  // k pairs
-        gd::pack_a_int({e_block, sk, sj}, K, kv, kr.mr, s.a_pack.data());
-        gd::pack_b_int(gd::StridedBlock<TI>{b_block, 1, cols}, kv, rows, kr.nr, s.b_pack.data());
         a_panel = depth * kr.mr * 2;
         b_panel = depth * kr.planes * kr.nr * 2;
       } else {
         depth = kv;
-        // Both operands hold k contiguously: transposing packs, vector forms where the
-        // instruction set has them.
-        kr.pack_a({e_block, sk, sj}, K, kv, kr.mr, s.a_pack.data());
-        kr.pack_b({b_block, 1, cols}, kv, rows, kr.nr, s.b_pack.data());
         a_panel = kv * kr.mr;
         b_panel = kv * kr.nr;
       }
@@ -241,12 +245,13 @@ GemmStats update_cpu(const ConvProblem& pr) {
     return update_typed(pr, kr);
   }
   if (pr.x.kind == ElementKind::u8) {
-    const UpdateKernel<std::int16_t, std::uint8_t, std::int64_t> kr{ks.u8.mr, ks.u8.nr,
-                                                                    ks.u8.planes, ks.u8.fn};
+    const UpdateKernel<std::int16_t, std::uint8_t, std::int64_t> kr{
+        ks.u8.mr, ks.u8.nr, ks.u8.planes, ks.u8.fn, ks.u8.pack_a};
     return update_typed(pr, kr);
   }
-  const UpdateKernel<std::int16_t, std::int16_t, std::int64_t> kr{ks.flex16.mr, ks.flex16.nr,
-                                                                  ks.flex16.planes, ks.flex16.fn};
+  const UpdateKernel<std::int16_t, std::int16_t, std::int64_t> kr{
+      ks.flex16.mr, ks.flex16.nr,     ks.flex16.planes,
+      ks.flex16.fn, ks.flex16.pack_a, ks.flex16.pack_b};
   return update_typed(pr, kr);
 }
 

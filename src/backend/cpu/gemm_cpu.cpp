@@ -271,15 +271,19 @@ void run_int_unit(const GemmProblem& p, const IntKernel& kr, const KernelSet& ke
     for (std::int64_t kb = 0; kb < nk; ++kb) {
       const std::int64_t k0 = kb * kKc, kv = std::min(kKc, p.k - k0), pairs = (kv + 1) / 2;
       const bool last = kb == nk - 1;
-      pack_b_int(StridedBlock<TB>{b_base + k0 * p.b.row_stride + w.j0 * p.b.col_stride,
-                                  p.b.row_stride, p.b.col_stride},
-                 kv, cols, kr.nr, b_pack);
+      const StridedBlock<TB> b_block{b_base + k0 * p.b.row_stride + w.j0 * p.b.col_stride,
+                                     p.b.row_stride, p.b.col_stride};
+      if constexpr (std::is_same_v<TB, std::int16_t>) {
+        kr.pack_b(b_block, kv, cols, kr.nr, b_pack);
+      } else {
+        pack_b_int(b_block, kv, cols, kr.nr, b_pack);
+      }
       const std::int64_t b_panel = pairs * kr.planes * kr.nr * 2;
       for (std::int64_t ic = s0; ic < s1; ic += kMc) {
         const std::int64_t rows = std::min(kMc, s1 - ic);
-        pack_a_int(StridedBlock<std::int16_t>{a_base + ic * p.a.row_stride + k0 * p.a.col_stride,
-                                              p.a.row_stride, p.a.col_stride},
-                   rows, kv, kr.mr, a_pack);
+        kr.pack_a(StridedBlock<std::int16_t>{a_base + ic * p.a.row_stride + k0 * p.a.col_stride,
+                                             p.a.row_stride, p.a.col_stride},
+                  rows, kv, kr.mr, a_pack);
         const std::int64_t a_panel = pairs * kr.mr * 2;
         for (std::int64_t jj = 0; jj < cols; jj += kr.nr) {
           const int nv = static_cast<int>(std::min<std::int64_t>(kr.nr, cols - jj));

@@ -76,10 +76,16 @@ inline bool planes_round_fits(const portable::GemmEpilogue& e, int planes) {
 using IntPlanesFn = void (*)(std::int64_t pairs, const std::int16_t* a, const std::int16_t* b,
                              std::int32_t* sums);
 
+// pack_a_int / pack_b_int for an int16 B (gemm_pack.hpp) or an instruction set's faster form of
+// them, as F32PackFn below.
+using IntPackFn = void (*)(StridedBlock<std::int16_t>, std::int64_t, std::int64_t, int,
+                           std::int16_t*);
 struct IntKernel {
   int mr = 0, nr = 0, planes = 0;
   IntKernelFn fn = nullptr;
   IntPlanesFn planes_fn = nullptr;  // optional: the single-k-block store path
+  IntPackFn pack_a = &pack_a_int;   // (a, rows, kv, mr, dst)
+  IntPackFn pack_b = &pack_b_int;   // (b, kv, cols, nr, dst): an int16 B (a u8 B: pack_b_int)
 };
 // pack_a_f32 / pack_b_f32 (gemm_pack.hpp) or an instruction set's faster form of them: the same
 // panels, bit for bit. The vector forms take the transposing cases, blocks whose k values lie

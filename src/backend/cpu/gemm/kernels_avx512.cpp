@@ -227,6 +227,40 @@ FLEXKIT_TARGET_AVX512 void pack_b_f32_avx512(StridedBlock<float> b, std::int64_t
   }
 }
 
+// pack_b_int for a flex16 B with NR = 32 and columns contiguous along k: per 32 k values (16
+// pairs), each group of 16 columns is loaded as 16 vectors of pair words, transposed into one
+// vector of 16 columns per pair, and split into the high plane (arithmetic >> 8 of each int16)
+// and the low one (& 255).
+FLEXKIT_TARGET_AVX512 void pack_b_int_avx512(StridedBlock<std::int16_t> b, std::int64_t kv,
+                                             std::int64_t cols, int nr, std::int16_t* dst) {
+  if (b.rs != 1 || b.cs == 1 || nr != 32) return pack_b_int(b, kv, cols, nr, dst);
+  const std::int64_t panel_size = (kv + 1) / 2 * 128;  // per pair: two planes of 32 pair words
+  const __m512i low_byte = _mm512_set1_epi16(0xff);
+  for (std::int64_t j0 = 0; j0 < cols; j0 += 32) {
+    std::int16_t* panel = dst + (j0 / 32) * panel_size;
+    for (std::int64_t k0 = 0; k0 < kv; k0 += 32) {
+      const int kb = static_cast<int>(std::min<std::int64_t>(32, kv - k0));
+      const __mmask32 k_mask = kb == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << kb) - 1u);
+      for (int g = 0; g < 2; ++g) {
+        __m512 v[16];
+        for (int t = 0; t < 16; ++t) {
+          const std::int64_t j = j0 + 16 * g + t;
+          v[t] = j < cols
+                     ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(k_mask, b.base + j * b.cs + k0))
+                     : _mm512_setzero_ps();
+        }
+        transpose_16x16(v);  // v[p] lane t: column 16g + t, pair k0 / 2 + p
+        for (int p = 0; p < (kb + 1) / 2; ++p) {
+          const __m512i w = _mm512_castps_si512(v[p]);
+          std::int16_t* const at = panel + (k0 / 2 + p) * 128 + 32 * g;
+          _mm512_storeu_si512(at, _mm512_srai_epi16(w, 8));
+          _mm512_storeu_si512(at + 64, _mm512_and_si512(w, low_byte));
+        }
+      }
+    }
+  }
+}
+
 // See RoundRowFn. The rounding is portable::gemm_round_shift_right, the branch-free form of
 // gemm_round_shift for 1 ≤ s ≤ 62 and |acc| < 2^62 (every exact sum of fewer than 2^32 int16
 // products), eight lanes at a time: q = (acc + 2^(s−1) − 1 + (floor(acc / 2^s) mod 2)) >> s,
@@ -306,7 +340,8 @@ FLEXKIT_TARGET_AVX512 RowStats round_planes_row(const portable::GemmEpilogue& e,
 KernelSet avx512_kernels() {
   KernelSet s;
   s.u8 = {6, 64, 1, &int_kernel<6, 4, 1>, &int_planes<6, 4, 1>};
-  s.flex16 = {6, 32, 2, &int_kernel<6, 2, 2>, &int_planes<6, 2, 2>};
+  s.flex16 = {
+      6, 32, 2, &int_kernel<6, 2, 2>, &int_planes<6, 2, 2>, &pack_a_int, &pack_b_int_avx512};
   s.f32 = {6, 64, &f32_kernel<6, 4>, &pack_a_f32_avx512, &pack_b_f32_avx512};
   s.round_row = &round_row;
   s.round_planes_row = &round_planes_row;
