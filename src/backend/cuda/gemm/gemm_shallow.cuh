@@ -423,17 +423,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
           wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
         }
       } else {
-        const uint64_t b_lo = desc(d_b + b_step + (kPlaneBytes >> 4));
-        if constexpr (decltype(first)::value) {
-          wgmma::wgmma_m64n128k32_s8s8_fresh(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n128k32_s8u8_fresh(acc_mid, a_hi, b_lo);
-          wgmma::wgmma_m64n128k32_u8u8_fresh(acc_lo, a_lo, b_lo);
-        } else {
-          wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
-          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
-        }
-        wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+        wgmma::byte_products<decltype(first)::value>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi,
+                                                     desc(d_b + b_step + (kPlaneBytes >> 4)));
       }
     };
     static_assert(kWgmmaStageK == 64, "two k steps per stage");

@@ -421,28 +421,10 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {
       const uint64_t a_hi = d.a_hi[ks], a_lo = d.a_lo[ks], b_hi = d.b_hi[ks], b_lo = d.b_lo[ks];
-      if constexpr (kUnitN == 128) {
-        if (decltype(fresh)::value && ks == 0) {
-          wgmma::wgmma_m64n128k32_s8s8_fresh(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n128k32_s8u8_fresh(acc_mid, a_hi, b_lo);
-          wgmma::wgmma_m64n128k32_u8u8_fresh(acc_lo, a_lo, b_lo);
-        } else {
-          wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
-          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
-        }
-        wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+      if (decltype(fresh)::value && ks == 0) {
+        wgmma::byte_products<true>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi, b_lo);
       } else {
-        if (decltype(fresh)::value && ks == 0) {
-          wgmma::wgmma_m64n64k32_s8s8_fresh(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n64k32_s8u8_fresh(acc_mid, a_hi, b_lo);
-          wgmma::wgmma_m64n64k32_u8u8_fresh(acc_lo, a_lo, b_lo);
-        } else {
-          wgmma::wgmma_m64n64k32_s8s8(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n64k32_s8u8(acc_mid, a_hi, b_lo);
-          wgmma::wgmma_m64n64k32_u8u8(acc_lo, a_lo, b_lo);
-        }
-        wgmma::wgmma_m64n64k32_u8s8(acc_mid, a_lo, b_hi);
+        wgmma::byte_products<false>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi, b_lo);
       }
     }
   };

@@ -1570,11 +1570,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
           wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
           wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
         } else {
-          const uint64_t b_lo = desc(d_b_lo + step);
-          wgmma::wgmma_m64n128k32_s8s8(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n128k32_s8u8(acc_mid, a_hi, b_lo);
-          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_lo);
-          wgmma::wgmma_m64n128k32_u8s8(acc_mid, a_lo, b_hi);
+          wgmma::byte_products<false>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi,
+                                      desc(d_b_lo + step));
         }
       }
       wgmma::commit_group();

@@ -175,4 +175,38 @@ FLEXKIT_WGMMA_RS(wgmma_rs_m64n64k32_u8u8, 64, "u8.u8", 32, "1", "{%32, %33, %34,
 #undef FLEXKIT_WGMMA_D64
 #undef FLEXKIT_WGMMA_D32
 
+// One 32-deep k step of the exact int16 product from byte planes (gemm_wgmma.cuh): hh += A_h·B_h
+// (s8·s8), cross += A_h·B_l (s8·u8) and A_l·B_h (u8·s8), ll += A_l·B_l (u8·u8), in the order the
+// kernels were measured with. kFresh (a tile's first step) writes hh, ll and cross's first
+// product instead of adding to them. 64 accumulators per set: m64n128k32; 32: m64n64k32.
+template <bool kFresh, int kCount>
+__device__ __forceinline__ void byte_products(uint32_t (&hh)[kCount], uint32_t (&cross)[kCount],
+                                              uint32_t (&ll)[kCount], uint64_t a_hi, uint64_t a_lo,
+                                              uint64_t b_hi, uint64_t b_lo) {
+  static_assert(kCount == 64 || kCount == 32, "m64n128k32 or m64n64k32");
+  if constexpr (kCount == 64) {
+    if constexpr (kFresh) {
+      wgmma_m64n128k32_s8s8_fresh(hh, a_hi, b_hi);
+      wgmma_m64n128k32_s8u8_fresh(cross, a_hi, b_lo);
+      wgmma_m64n128k32_u8u8_fresh(ll, a_lo, b_lo);
+    } else {
+      wgmma_m64n128k32_s8s8(hh, a_hi, b_hi);
+      wgmma_m64n128k32_s8u8(cross, a_hi, b_lo);
+      wgmma_m64n128k32_u8u8(ll, a_lo, b_lo);
+    }
+    wgmma_m64n128k32_u8s8(cross, a_lo, b_hi);
+  } else {
+    if constexpr (kFresh) {
+      wgmma_m64n64k32_s8s8_fresh(hh, a_hi, b_hi);
+      wgmma_m64n64k32_s8u8_fresh(cross, a_hi, b_lo);
+      wgmma_m64n64k32_u8u8_fresh(ll, a_lo, b_lo);
+    } else {
+      wgmma_m64n64k32_s8s8(hh, a_hi, b_hi);
+      wgmma_m64n64k32_s8u8(cross, a_hi, b_lo);
+      wgmma_m64n64k32_u8u8(ll, a_lo, b_lo);
+    }
+    wgmma_m64n64k32_u8s8(cross, a_lo, b_hi);
+  }
+}
+
 }  // namespace flexkit::backend::cuda::gemm_kernels::wgmma
