@@ -54,4 +54,43 @@ __device__ __forceinline__ void commit_block_stats(portable::GemmStats local,
               static_cast<unsigned long long>(s.value_min_key));
 }
 
+// The record of the common store (flex16 out, no measuring): only max |m| and the clamped count
+// change, so only they are reduced, by the warps' reduce instructions where the device has them
+// (commit_block_stats shuffles all six fields, 64-bit ones in two halves: about 175 instructions
+// a thread, as many as the rest of a finishing pass's work). Same calling rules; `saturated` is a
+// thread's count (the block's total must fit in 32 bits).
+__device__ __forceinline__ void commit_block_store_stats(uint32_t max_abs_m, uint32_t saturated,
+                                                         portable::GemmStats* global) {
+  __shared__ uint32_t per_warp[32][2];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  max_abs_m = __reduce_max_sync(0xffffffffu, max_abs_m);
+  saturated = __reduce_add_sync(0xffffffffu, saturated);
+#else
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const uint32_t m = __shfl_xor_sync(0xffffffffu, max_abs_m, offset);
+    max_abs_m = m > max_abs_m ? m : max_abs_m;
+    saturated += __shfl_xor_sync(0xffffffffu, saturated, offset);
+  }
+#endif
+  const int warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  __syncthreads();  // per_warp may still be read by an earlier call in this block
+  if ((threadIdx.x & 31) == 0) {
+    per_warp[warp][0] = max_abs_m;
+    per_warp[warp][1] = saturated;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  uint32_t block_max = 0;
+  unsigned long long block_saturated = 0;
+  for (int w = 0; w < warps; ++w) {
+    block_max = per_warp[w][0] > block_max ? per_warp[w][0] : block_max;
+    block_saturated += per_warp[w][1];
+  }
+  // The identity record has max_abs_m 0 and saturated 0: skipping those is exact.
+  if (block_max != 0) atomicMax(&global->max_abs_m, static_cast<int32_t>(block_max));
+  if (block_saturated != 0)
+    atomicAdd(reinterpret_cast<unsigned long long*>(&global->saturated), block_saturated);
+}
+
 }  // namespace flexkit::backend::cuda

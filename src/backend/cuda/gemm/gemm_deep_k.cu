@@ -40,6 +40,7 @@
 #include <string>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/gemm/gemm_deep_k.hpp"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
 #include "backend/cuda/gemm/sm90_kernel_image.hpp"
@@ -114,6 +115,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t plane_full = raw_empty + 8 * kRawSlots;
   const uint32_t plane_empty = plane_full + 8 * kPlaneSlots;
 
+  // The finishing pass may launch now: its blocks start as these CTAs (one per multiprocessor)
+  // leave, and wait for the whole grid before they read the workspace.
+  allow_dependent_launch();
   const int pair = static_cast<int>(blockIdx.x) % schedule.pairs;
   const int split = static_cast<int>(blockIdx.x) / schedule.pairs;
   const int tile_a = pair % schedule.tiles_a, tile_b = pair / schedule.tiles_a;

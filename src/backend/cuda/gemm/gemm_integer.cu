@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
 #include "backend/cuda/gemm/gemm_planar.hpp"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
@@ -124,6 +125,7 @@ __global__ void __launch_bounds__(kSimpleThreads)
 // consecutive threads take consecutive words, and so consecutive output elements).
 __global__ void __launch_bounds__(kFinishThreads)
     gemm_finish_splits_kernel(const __grid_constant__ IntegerGemmArgs p, int64_t total) {
+  wait_for_prerequisite_grid();  // a dependent launch (launch_finish_splits) starts early
   portable::GemmStats stats = portable::gemm_stats_identity();
   const bool by_columns = rows_are_unit_stride(p.c);
   const int64_t inner = by_columns ? p.m : p.n, outer = by_columns ? p.n : p.m;
@@ -445,8 +447,8 @@ void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int devi
                           cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(
       std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(multiprocessors(device)) * 8));
-  gemm_finish_splits_kernel<<<blocks, kFinishThreads, 0, stream>>>(args, outputs);
-  FLEXKIT_CUDA_CHECK_LAUNCH("gemm_finish_splits_kernel");
+  launch_dependent(device_is_sm90(device), gemm_finish_splits_kernel, dim3(blocks),
+                   dim3(kFinishThreads), stream, args, outputs);
 }
 
 GemmPlanCounts plan_counts() {

@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
 #include "backend/cuda/gemm/sm90_kernel_image.hpp"
@@ -1345,6 +1346,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   constexpr bool kUpdateGather = kGather == kGatherUpdate || kStreamK;
   static_assert(!kUpdateGather || (kBKContig && kTileN == kWgmmaTileN),
                 "update gathered B: k-contiguous");
+  // The finishing pass of the shared tiles may launch now: its blocks start as these CTAs (one
+  // per multiprocessor) leave, and wait for the whole grid before they read a slot.
+  if constexpr (kStreamK) allow_dependent_launch();
   constexpr int kStageBytes = deep_stage_bytes(kBIsU8, kTileN);
   constexpr int kAHi = 0, kALo = kPlaneBytes, kBHi = 2 * kPlaneBytes, kBLo = 3 * kPlaneBytes;
   constexpr int kRawBytes = raw_stage_bytes(kBIsU8, kTileN);
