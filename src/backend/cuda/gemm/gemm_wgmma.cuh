@@ -571,6 +571,32 @@ __device__ __forceinline__ void finish_tile(const IntegerGemmArgs& p, unsigned c
     return;
   }
 
+  // A whole stream-K part likewise: its exact sums straight into its slot, in the slot's order
+  // (row-major, or column-major where the output's rows are unit stride: see below). Measured on
+  // the H200 against parking the part through shared memory (the general path below): 3x3 C256
+  // 14x14 update 0.100 → 0.090 ms, C512 7x7 0.101 → 0.096 ms per call.
+  if (partial != nullptr && rows_a == kWgmmaTileM && rows_b == kTileN) {
+    const int warp_in_group = (threadIdx.x >> 5) & 3;
+    const int lane = threadIdx.x & 31;
+    const int row = 64 * warpgroup + 16 * warp_in_group + (lane >> 2);
+    const bool columns_fastest = !rows_are_unit_stride(p.c);
+#pragma unroll
+    for (int i = 0; i < kTileN / 2; i += 2) {
+      // Accumulators i and i + 1: row + 8 ((i / 2) % 2), columns c and c + 1.
+      const int r = row + 8 * ((i >> 1) & 1);
+      const int c = 8 * (i >> 2) + 2 * (lane & 3);
+      const auto first = static_cast<unsigned long long>(combined(i));
+      const auto second = static_cast<unsigned long long>(combined(i + 1));
+      if (columns_fastest) {
+        *reinterpret_cast<ulonglong2*>(partial + r * kTileN + c) = make_ulonglong2(first, second);
+      } else {
+        partial[c * kWgmmaTileM + r] = first;
+        partial[(c + 1) * kWgmmaTileM + r] = second;
+      }
+    }
+    return;
+  }
+
   // Both warpgroups' last wgmmas have read the ring before it becomes the accumulator tile.
   __syncthreads();
 
