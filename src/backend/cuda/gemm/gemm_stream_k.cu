@@ -60,7 +60,8 @@ __device__ __forceinline__ void finish_four_shifted(const IntegerGemmArgs& p, in
 // kStreamKFinishBatch parts' words at a time, 16 bytes a load, so that their latencies overlap
 // (integer sums: the order does not change the total). Measured on the H200 (3×3 C256 14×14
 // update, 36 shared tiles of 4-5 parts): the former form, each thread dividing for every part,
-// loading 8-byte words and taking the general epilogue per element, took 12.9 µs.
+// loading 8-byte words and taking the general epilogue per element, took 12.9 µs; with this form
+// and the dependent launch the update went from 0.107 to 0.099 ms per call.
 __global__ void __launch_bounds__(kStreamKFinishThreads, 4)
     gemm_finish_stream_k_kernel(const __grid_constant__ IntegerGemmArgs p) {
   using namespace wgmma_detail;
