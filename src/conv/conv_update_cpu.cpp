@@ -151,16 +151,40 @@ void run_unit(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& kr, std::i
   }
 }
 
-// Writes (or measures) gradF from the K × rows accumulators through the portable epilogue.
+// Output channels whose sums one task adds up and finishes: a block of 16 × rows accumulators
+// stays in cache between the two, and the output's rows (K innermost in the filter layout) are
+// written 16 consecutive elements at a time.
+constexpr std::int64_t kFinishChannels = 16;
+
+// Writes (or measures) output channels [k0, k1) of gradF from their sums (`total`, (k − k0) ×
+// rows) through the portable epilogue. The common case (flex16 stored by a right shift, no old
+// value, sums of fewer than 2^32 products) takes the branch-free rounding of the GPU kernels.
 template <typename Acc>
-GemmStats finish(const ConvProblem& pr, const Acc* acc, std::int64_t rows) {
+GemmStats finish_channels(const ConvProblem& pr, const Acc* total, std::int64_t rows,
+                          std::int64_t k0, std::int64_t k1) {
   GemmStats stats = portable::gemm_stats_identity();
   const portable::GemmEpilogue& e = pr.epilogue;
   const gemm::OutputRef& c = pr.out;
   const bool store = pr.mode == gemm::EpilogueMode::store;
-  for (std::int64_t k = 0; k < pr.g.K; ++k) {
-    for (std::int64_t row = 0; row < rows; ++row) {
-      const Acc a = acc[k * rows + row];
+  const double products = static_cast<double>(pr.g.out_positions()) * static_cast<double>(pr.g.N);
+  if constexpr (!std::is_same_v<Acc, float>) {
+    if (c.kind == ElementKind::flex16 && store && e.integer_only && !e.reads_old && e.scale >= 1 &&
+        e.scale <= 62 && products < 4294967296.0) {
+      auto* const out = static_cast<std::int16_t*>(c.data);
+      for (std::int64_t row = 0; row < rows; ++row) {
+        for (std::int64_t k = k0; k < k1; ++k) {
+          const portable::Flex16Code code =
+              portable::gemm_round_shift_right(total[(k - k0) * rows + row], e.scale);
+          out[row * c.row_stride + k * c.col_stride] = code.m;
+          portable::gemm_stats_store(stats, code);
+        }
+      }
+      return stats;
+    }
+  }
+  for (std::int64_t row = 0; row < rows; ++row) {
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const Acc a = total[(k - k0) * rows + row];
       const std::int64_t at = row * c.row_stride + k * c.col_stride;
       if constexpr (std::is_same_v<Acc, float>) {
         float* o = static_cast<float*>(c.data) + at;
@@ -223,16 +247,35 @@ GemmStats update_typed(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& k
             run_unit(pr, kr, r.r0, r.r1, r.k0, r.k1, pos0, pos1, acc.data(), ld, scratch);
         }
       });
-  // The units' accumulators into one K × rows matrix (integer sums: exact in any order).
-  std::vector<Acc> total(static_cast<std::size_t>(g.K * rows), Acc{});
-  for (std::int64_t u = 0; u < units; ++u) {
-    const UnitRange r = range_of(u);
-    const Acc* acc = unit_acc[static_cast<std::size_t>(u)].data();
-    for (std::int64_t k = r.k0; k < r.k1; ++k)
-      for (std::int64_t row = r.r0; row < r.r1; ++row)
-        total[k * rows + row] += acc[(k - r.k0) * ld + (row - r.r0)];
-  }
-  return finish(pr, total.data(), rows);
+  // The units' accumulators summed and finished per block of output channels, the blocks spread
+  // over the workers (integer sums: exact in any order; f32 units never share an element, so
+  // each f32 sum has one term; the statistics are maxima, minima and counts).
+  const std::int64_t blocks = ceil_div(g.K, kFinishChannels);
+  std::vector<GemmStats> block_stats(static_cast<std::size_t>(blocks),
+                                     portable::gemm_stats_identity());
+  backend::cpu::parallel_for(
+      blocks, macs < kSerialMacs ? blocks : 1, [&](std::int64_t begin, std::int64_t end) {
+        std::vector<Acc> total(static_cast<std::size_t>(kFinishChannels * rows));
+        for (std::int64_t b = begin; b < end; ++b) {
+          const std::int64_t k0 = b * kFinishChannels, k1 = std::min(g.K, k0 + kFinishChannels);
+          std::fill(total.begin(), total.end(), Acc{});
+          for (std::int64_t u = 0; u < units; ++u) {
+            const UnitRange r = range_of(u);
+            const std::int64_t ka = std::max(k0, r.k0), kb = std::min(k1, r.k1);
+            const Acc* acc = unit_acc[static_cast<std::size_t>(u)].data();
+            for (std::int64_t k = ka; k < kb; ++k) {
+              const Acc* from = acc + (k - r.k0) * ld - r.r0;
+              Acc* into = total.data() + (k - k0) * rows;
+              for (std::int64_t row = r.r0; row < r.r1; ++row) into[row] += from[row];
+            }
+          }
+          block_stats[static_cast<std::size_t>(b)] =
+              finish_channels(pr, total.data(), rows, k0, k1);
+        }
+      });
+  GemmStats stats = portable::gemm_stats_identity();
+  for (const GemmStats& s : block_stats) portable::gemm_stats_merge(stats, s);
+  return stats;
 }
 
 }  // namespace
