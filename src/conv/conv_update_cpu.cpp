@@ -255,10 +255,10 @@ GemmStats update_typed(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& k
                                      portable::gemm_stats_identity());
   backend::cpu::parallel_for(
       blocks, macs < kSerialMacs ? blocks : 1, [&](std::int64_t begin, std::int64_t end) {
-        std::vector<Acc> total(static_cast<std::size_t>(kFinishChannels * rows));
+        std::vector<Acc> total(static_cast<std::size_t>(std::min(g.K, kFinishChannels) * rows));
         for (std::int64_t b = begin; b < end; ++b) {
           const std::int64_t k0 = b * kFinishChannels, k1 = std::min(g.K, k0 + kFinishChannels);
-          std::fill(total.begin(), total.end(), Acc{});
+          std::fill(total.begin(), total.begin() + (k1 - k0) * rows, Acc{});
           for (std::int64_t u = 0; u < units; ++u) {
             const UnitRange r = range_of(u);
             const std::int64_t ka = std::max(k0, r.k0), kb = std::min(k1, r.k1);
@@ -299,11 +299,14 @@ GemmStats update_cpu(const ConvProblem& pr) {
 }
 
 std::size_t update_workspace_bytes(const Geometry& g, std::size_t element_bytes) {
-  // Accumulators (8 bytes each: int64, or f32 rounded up) for every slice plus the total, and
-  // one worker's lowered chunk.
+  // Accumulators (8 bytes each: int64, or f32 rounded up) for every slice, a block of
+  // kFinishChannels channels' sums per finishing worker, and one worker's lowered chunk.
   const std::int64_t rows = g.C * g.taps();
   const Split split = make_split(g, 1, 1, element_bytes != 4);
-  const std::int64_t accumulators = (split.slices + 1) * g.K * rows * 8;
+  const std::int64_t finishing = std::min<std::int64_t>(
+      static_cast<std::int64_t>(backend::cpu::worker_count()), ceil_div(g.K, kFinishChannels));
+  const std::int64_t accumulators =
+      (split.slices * g.K + finishing * std::min(g.K, kFinishChannels)) * rows * 8;
   const std::int64_t lowered = std::min(rows, kMaxUnitRows) *
                                std::max<std::int64_t>(kLoweredColumns, g.N) *
                                static_cast<std::int64_t>(element_bytes);
