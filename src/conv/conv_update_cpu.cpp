@@ -157,8 +157,8 @@ void run_unit(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& kr, std::i
 constexpr std::int64_t kFinishChannels = 16;
 
 // Writes (or measures) output channels [k0, k1) of gradF from their sums (`total`, (k − k0) ×
-// rows) through the portable epilogue. The common case (flex16 stored by a right shift, no old
-// value, sums of fewer than 2^32 products) takes the branch-free rounding of the GPU kernels.
+// rows) through the portable epilogue. The common case (gemm_rounds_by_right_shift) takes the
+// branch-free rounding of the GPU kernels.
 template <typename Acc>
 GemmStats finish_channels(const ConvProblem& pr, const Acc* total, std::int64_t rows,
                           std::int64_t k0, std::int64_t k1) {
@@ -166,10 +166,9 @@ GemmStats finish_channels(const ConvProblem& pr, const Acc* total, std::int64_t 
   const portable::GemmEpilogue& e = pr.epilogue;
   const gemm::OutputRef& c = pr.out;
   const bool store = pr.mode == gemm::EpilogueMode::store;
-  const double products = static_cast<double>(pr.g.out_positions()) * static_cast<double>(pr.g.N);
+  const std::int64_t products = pr.g.out_positions() * pr.g.N;
   if constexpr (!std::is_same_v<Acc, float>) {
-    if (c.kind == ElementKind::flex16 && store && e.integer_only && !e.reads_old && e.scale >= 1 &&
-        e.scale <= 62 && products < 4294967296.0) {
+    if (store && portable::gemm_rounds_by_right_shift(e, products)) {
       auto* const out = static_cast<std::int16_t*>(c.data);
       for (std::int64_t row = 0; row < rows; ++row) {
         for (std::int64_t k = k0; k < k1; ++k) {

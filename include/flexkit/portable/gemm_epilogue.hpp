@@ -81,6 +81,13 @@ FLEXKIT_HD Flex16Code gemm_round_shift_right(int64_t acc, int32_t s) {
   return {static_cast<int16_t>(m), m != q};
 }
 
+// Whether gemm_flex16_result of every sum of `products` products of two int16 is
+// gemm_round_shift_right(acc, e.scale): the pure integer path (flex16 out, alpha 1, beta 0) with a
+// right shift the branch-free form covers.
+FLEXKIT_HD bool gemm_rounds_by_right_shift(const GemmEpilogue& e, int64_t products) {
+  return e.integer_only && e.scale >= 1 && e.scale <= 62 && products < (int64_t(1) << 32);
+}
+
 // The same rounding for products of at most 256 terms (the shallow kernels: one to four 64-deep
 // stages), unclamped, from the accumulator's three byte products: acc = 65536·hh + 256·mid + ll
 // with |hh| ≤ 2^22, |mid| < 2^24, 0 ≤ ll < 2^24, and 16 ≤ s ≤ 31. With H = 256·hh + mid

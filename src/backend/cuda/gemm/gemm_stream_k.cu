@@ -24,9 +24,9 @@ struct FinishSetup {
 };
 
 // Four consecutive outputs of one line through the common epilogue (flex16 out, alpha 1, beta
-// 0, a right shift: the conditions of finish_tile's fast store), `valid` of them inside the
-// tile: branch-free rounding, and one 8-byte store where all four are inside and the line runs
-// along the output's unit stride. The statistics go into max_abs and saturated.
+// 0, a right shift: finish_tile's fast store; portable::gemm_rounds_by_right_shift), `valid` of
+// them inside the tile: branch-free rounding, and one 8-byte store where all four are inside and
+// the line runs along the output's unit stride. The statistics go into max_abs and saturated.
 __device__ __forceinline__ void finish_four_shifted(const IntegerGemmArgs& p, int16_t* out,
                                                     int64_t along_stride, int64_t valid,
                                                     const int64_t (&total)[4], uint32_t& max_abs,
@@ -194,8 +194,7 @@ void launch_finish_stream_k(const IntegerGemmArgs& args, cudaStream_t stream) {
   if (shared_tiles <= 0) return;
   const dim3 grid(static_cast<unsigned>(shared_tiles),
                   kWgmmaTileM * kWgmmaTileN / kStreamKFinishElements);
-  // A dependent of the stream-K kernel, which lets it launch from its start (one CTA per
-  // multiprocessor: all resident at once).
+  // A dependent of the stream-K kernel, which lets it launch from its start.
   launch_dependent(true, gemm_finish_stream_k_kernel, grid, dim3(kStreamKFinishThreads), stream,
                    args);
 }
