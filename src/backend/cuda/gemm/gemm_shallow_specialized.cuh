@@ -27,8 +27,10 @@
 //   epilogue. (Three on 64 × 64 units of a 128-row tile measured slower: the wgmmas read A's
 //   planes twice as often.)
 // A's stages are loaded and split in place once, before the roles part, as in the lockstep kernel.
-// The consumers' stores go through their warp's staging rows by stmatrix (one instruction per four
-// packed words instead of four 32-bit stores).
+// The consumers' stores go through their warp's staging by stmatrix (one instruction per four
+// packed words instead of four 32-bit stores): boxes that lane 0 hands to the TMA unit as bulk
+// tensor stores (all but the one-stage two-consumer kernel), or padded rows that the warp reads
+// back and stores itself.
 //
 // Measured on the H200 against the lockstep kernel (FLEXKIT_CONV_KERNEL=lockstep), same build,
 // alternating, ms, with two consumers for every layer: 1x1 56x56 C64 K256 fprop 0.067 → 0.056 and
@@ -78,20 +80,41 @@ __host__ __device__ constexpr bool registers_add_up(int consumers, int a_stages)
 static_assert(registers_add_up(2, 1) && registers_add_up(2, kShallowMaxStages) &&
               registers_add_up(3, 1) && registers_add_up(3, kShallowMaxStages));
 
-// Each consumer warp's staging rows: 16 rows of 64 int16 columns (128 bytes, padded to 144).
-__host__ __device__ constexpr int specialized_stage_bytes(int consumers) {
-  return consumers * 4 * 16 * kShallowStagePitch;
+// Whether the consumers store the output through bulk tensor stores (boxes staged in shared
+// memory, written by the TMA unit) or by 16-byte stores of their own from padded staging rows.
+__host__ __device__ constexpr bool specialized_bulk_stores(int consumers, int a_stages) {
+  return !(consumers == 2 && a_stages == 1);
 }
+// Each consumer warp's staging: for bulk stores, a box of 16 rows × 64 int16 columns (128 bytes,
+// the 128-byte swizzle's span, 1024-byte aligned) per 64 columns of its unit; else 16 rows of 64
+// columns padded to 144 bytes.
+inline constexpr int kStoreBoxColumns = 64;
+inline constexpr int kStoreBoxBytes = 16 * kStoreBoxColumns * 2;
+__host__ __device__ constexpr int specialized_warp_staging_bytes(int consumers, int a_stages) {
+  return specialized_bulk_stores(consumers, a_stages)
+             ? specialized_unit_n(consumers) / kStoreBoxColumns * kStoreBoxBytes
+             : 16 * kShallowStagePitch;
+}
+__host__ __device__ constexpr int specialized_stage_bytes(int consumers, int a_stages) {
+  return consumers * 4 * specialized_warp_staging_bytes(consumers, a_stages);
+}
+inline constexpr int kRingBarrierBytes = 2 * kSpecializedPlaneSlots * 8;  // full and empty
 __host__ __device__ constexpr int specialized_raw_slots(int a_stages) {
   return a_stages == 1 ? 7 : 4;
 }
 __host__ __device__ constexpr int specialized_smem_bytes(int consumers, int a_stages) {
   return a_stages * kShallowAStageBytes + specialized_raw_slots(a_stages) * kRawS16Bytes +
-         kSpecializedPlaneSlots * 2 * kPlaneBytes + specialized_stage_bytes(consumers) +
-         2 * kSpecializedPlaneSlots * 8 + kAlignSlack;
+         kSpecializedPlaneSlots * 2 * kPlaneBytes + specialized_stage_bytes(consumers, a_stages) +
+         (specialized_bulk_stores(consumers, a_stages) ? 0 : kRingBarrierBytes) + kAlignSlack;
 }
-static_assert(specialized_smem_bytes(3, 1) <= kSmemLimit &&
-                  specialized_smem_bytes(3, kShallowMaxStages) <= kSmemLimit,
+// The opt-in limit per block (227 KB) less this kernel's static shared memory: commit_block_stats'
+// 1.5 KB and, with bulk stores, the ring's barriers. (kSmemLimit keeps 2 KB; the two-consumer
+// kernels with bulk stores need 64 bytes more than that leaves.)
+inline constexpr int kSpecializedSmemLimit = 227 * 1024 - 1536 - kRingBarrierBytes;
+static_assert(specialized_smem_bytes(2, 1) <= kSpecializedSmemLimit &&
+                  specialized_smem_bytes(2, kShallowMaxStages) <= kSpecializedSmemLimit &&
+                  specialized_smem_bytes(3, 1) <= kSpecializedSmemLimit &&
+                  specialized_smem_bytes(3, kShallowMaxStages) <= kSpecializedSmemLimit,
               "over the sm_90 shared-memory limit per block");
 
 // GatherCopy<int16_t>'s copies for 256 threads, taken by 128: thread t issues its own four
@@ -195,9 +218,13 @@ __device__ __forceinline__ uint32_t plane_parity(int stage) {
 }
 static_assert(kSpecializedPlaneSlots == 4, "plane_parity's shift");
 
+// `c_map`: the output as a 2-D map of int16 (columns innermost), boxes of 64 columns × 16 rows,
+// 128-byte swizzle; `c_map_ok` = 0 where the output cannot be mapped (its row stride not a
+// multiple of 16 bytes, say), and the consumers then store words from their registers.
 template <bool kAKContig, int kAStages, int kConsumers>
 __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
-    gemm_shallow_specialized_kernel(const __grid_constant__ IntegerGemmArgs p) {
+    gemm_shallow_specialized_kernel(const __grid_constant__ IntegerGemmArgs p,
+                                    const __grid_constant__ CUtensorMap c_map, int c_map_ok) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Splitter = LeanSplitter<false, kAKContig, false, kWgmmaTileN>;
   constexpr int kSlots = specialized_raw_slots(kAStages);
@@ -206,20 +233,32 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
   constexpr int kUnitN = specialized_unit_n(kConsumers);
   constexpr int kColumnUnits = kWgmmaTileN / kUnitN;
   constexpr int kAccumulators = kUnitN / 2;
-  // The output's 16-byte stores as streaming stores (st.global.cs, evict first) with three
-  // consumers. Measured on the H200 (1x1 56x56 layers, ms): C256 K64 fprop and C64 K256 bprop
-  // (three consumers) 0.057 → 0.051 with them; C64 K256 fprop and C256 K64 bprop (two) 0.057 and
-  // 0.056 without them, 0.058 and 0.057 with them.
-  constexpr bool kStreamingStores = kConsumers == 3;
+  // Bulk tensor stores, their lines marked evict-first in L2 (the output is written once and
+  // never read here: it should not push B out), for every kernel but the one-stage one with two
+  // consumers. Measured on the H200 against the consumers' own 16-byte stores, same run, ms:
+  // - three consumers (1x1 56x56 C256 K64 fprop, C64 K256 bprop; st.global.cs before): 0.051 →
+  //   0.047–0.048, 0.051–0.052 → 0.048–0.049;
+  // - two consumers, two stages (1x1 28x28 C128 K512 fprop, C512 K128 bprop): 0.044 → 0.040–0.041
+  //   (0.041–0.042 without the evict-first policy);
+  // - two consumers, one stage (1x1 56x56 C64 K256 fprop, C256 K64 bprop): 0.057 → 0.060–0.061,
+  //   so that kernel keeps its own stores (plain: st.global.cs measured 0.001 slower there).
+  constexpr bool kBulkStores = specialized_bulk_stores(kConsumers, kAStages);
 
   extern __shared__ unsigned char smem_raw[];
+  // The ring's barriers: in static shared memory where the bulk stores' boxes leave no room in
+  // the dynamic part. (Measured on the H200 with them at the dynamic part's end there: 1x1 C128
+  // K512 28x28 fprop and C512 K128 bprop 0.041–0.042 → 0.043–0.044 ms, with more spills. The
+  // kernel without bulk stores keeps them at the end, where it measured fastest.)
+  __shared__ uint64_t static_barriers[kBulkStores ? 2 * kSpecializedPlaneSlots : 1];
   const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t smem_address = raw_address + ((1024u - (raw_address & 1023u)) & 1023u);
   const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
   const uint32_t b_raw = a_region + kAStages * kShallowAStageBytes;
   const uint32_t b_planes = b_raw + kSlots * kRawS16Bytes;
   const uint32_t staging_region = b_planes + kPlanes * kStagePlaneBytes;
-  const uint32_t full_barriers = staging_region + specialized_stage_bytes(kConsumers);
+  const uint32_t full_barriers =
+      kBulkStores ? tma::shared_address(static_barriers)
+                  : staging_region + specialized_stage_bytes(kConsumers, kAStages);
   const uint32_t empty_barriers = full_barriers + 8 * kPlanes;
 
   const ConvGather& g = p.gather;
@@ -365,13 +404,24 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
   const int warp_in_group = (threadIdx.x >> 5) & 3;
   const int lane = threadIdx.x & 31;
   const int64_t rs = p.c.row_stride;
-  const bool staged = rs % 8 == 0 && reinterpret_cast<uintptr_t>(p.c.data) % 16 == 0;
+  const bool mapped = kBulkStores && c_map_ok != 0;
+  const bool staged =
+      !kBulkStores && rs % 8 == 0 && reinterpret_cast<uintptr_t>(p.c.data) % 16 == 0;
   const uint32_t staging =
-      staging_region + (4 * consumer + warp_in_group) * 16 * kShallowStagePitch;
-  // stmatrix: lane t addresses row t % 8 (+ 8 for the odd matrices) of the pair's first column
-  // block (+ 16 bytes for matrices 2 and 3).
+      staging_region +
+      (4 * consumer + warp_in_group) * specialized_warp_staging_bytes(kConsumers, kAStages);
+  // Padded staging rows: lane t addresses row t % 8 (+ 8 for the odd matrices) of the pair's first
+  // column block (+ 16 bytes for matrices 2 and 3).
   const uint32_t stsm_at =
       staging + ((lane & 7) + 8 * ((lane >> 3) & 1)) * kShallowStagePitch + 16 * (lane >> 4);
+  // Boxes: lane t addresses row t % 8 (+ 8 for the odd matrices) of the pair's first 16-byte
+  // column block (+ 1 for matrices 2 and 3), block b of row r stored at block b ^ (r % 8) (the
+  // map's 128-byte swizzle; the boxes are 1024-byte aligned). Pair jp's blocks are 2·jp and
+  // 2·jp + 1, so its address is stsm_row + ((32·jp) ^ stsm_swizzle).
+  const uint32_t stsm_row = staging + ((lane & 7) + 8 * ((lane >> 3) & 1)) * 128;
+  const uint32_t stsm_swizzle = 16 * ((lane >> 4) ^ (lane & 7));
+  // Only lane 0 of each warp issues, commits and waits for the warp's stores.
+  const uint64_t store_policy = kBulkStores ? tma::evict_first_policy() : 0;
   const int32_t scale = p.epilogue.scale;
   // 1, in a register the compiler cannot prove uniform (the bit count of the lane's own mask bit):
   // with `one` and 2^(s−1) both in uniform registers, ptxas copied `one` into a vector register
@@ -480,13 +530,50 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
     const int64_t cols_left = p.n - col0;
     const int cols =
         static_cast<int>(cols_left < kUnitN ? (cols_left > 0 ? cols_left : 0) : kUnitN);
-    int16_t* const warp_out = static_cast<int16_t*>(p.c.data) + (row0 + warp_row) * rs + col0;
     uint32_t pair_max = 0x80008000u, pair_min = 0x7fff7fffu;
-    // The staged path's stmatrix and __syncwarp need the whole warp: its condition must not
-    // depend on the lane (all 16 of the warp's rows inside, not each lane's two).
-    if (warp_row + 16 <= rows_a && cols == kUnitN && staged) {
-      // Through the warp's staging rows, 64 columns at a time: a stmatrix per two column blocks
-      // (four packed words), then 16-byte reads and stores of whole 128-byte row segments.
+    // The staged paths' stmatrix and __syncwarp need the whole warp: their conditions must not
+    // depend on the lane (for the padded rows, all 16 of the warp's rows inside, not each lane's
+    // two).
+    if (mapped) {
+      // Through the warp's staging boxes, 64 columns at a time: a stmatrix per two column blocks
+      // (four packed words), then one bulk tensor store of the 16 × 64 box by lane 0. The map
+      // leaves out what lies past the matrix (rows past m, columns past n), whose values are
+      // products of zero fill. The boxes are free again once the previous unit's stores have
+      // read them, long issued by now.
+      if (lane == 0) tma::store_wait_read<0>();
+      __syncwarp();
+#pragma unroll
+      for (int half = 0; half < kUnitN / 64; ++half) {
+        const uint32_t box = staging + half * kStoreBoxBytes;
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+          uint32_t w[4];
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            const int i = 4 * (8 * half + 2 * jp + b);
+            w[2 * b] = pack_saturated(rounded(i), rounded(i + 1));
+            w[2 * b + 1] = pack_saturated(rounded(i + 2), rounded(i + 3));
+          }
+          pair_max = __vimax3_s16x2(pair_max, w[0], w[1]);
+          pair_min = __vimin3_s16x2(pair_min, w[0], w[1]);
+          pair_max = __vimax3_s16x2(pair_max, w[2], w[3]);
+          pair_min = __vimin3_s16x2(pair_min, w[2], w[3]);
+          stsm_x4(stsm_row + half * kStoreBoxBytes + ((32 * jp) ^ stsm_swizzle), w[0], w[1], w[2],
+                  w[3]);
+        }
+        wgmma::fence_proxy_async_shared();
+        __syncwarp();
+        if (lane == 0 && cols > 64 * half && warp_row < rows_a) {
+          const int32_t c0 = static_cast<int32_t>(col0 + 64 * half);
+          const int32_t r0 = static_cast<int32_t>(row0 + warp_row);
+          tma::store_2d_hinted(&c_map, c0, r0, box, store_policy);
+        }
+      }
+      if (lane == 0) tma::store_commit();
+    } else if (staged && warp_row + 16 <= rows_a && cols == kUnitN) {
+      // Through the warp's padded staging rows, 64 columns at a time: a stmatrix per two column
+      // blocks (four packed words), then 16-byte reads and stores of whole 128-byte row segments.
+      int16_t* const warp_out = static_cast<int16_t*>(p.c.data) + (row0 + warp_row) * rs + col0;
 #pragma unroll
       for (int half = 0; half < kUnitN / 64; ++half) {
 #pragma unroll
@@ -509,18 +596,13 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
         for (int k = 0; k < 4; ++k) {
           const int staged_row = 4 * k + (lane >> 3);
           const uint4 v = lds128(staging + staged_row * kShallowStagePitch + 16 * (lane & 7));
-          uint4* const at =
-              reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7));
-          if constexpr (kStreamingStores) {
-            __stcs(at, v);
-          } else {
-            *at = v;
-          }
+          *reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7)) = v;
         }
         __syncwarp();
       }
     } else {
-      int16_t* const out0 = warp_out + (lane >> 2) * rs + 2 * (lane & 3);
+      int16_t* const out0 =
+          static_cast<int16_t*>(p.c.data) + (row0 + row) * rs + col0 + 2 * (lane & 3);
 #pragma unroll
       for (int j = 0; j < kUnitN / 8; ++j) {
         if (8 * j + 2 * (lane & 3) >= cols) continue;
@@ -563,6 +645,8 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
       run_unit(tile, j, j == j0, j + kConsumers >= units);
   }
 
+  // The last stores must have read their boxes before the CTA's shared memory goes.
+  if (kBulkStores && lane == 0) tma::store_wait<0>();
   commit_block_stats(stored_stats(stat_max, stat_min, stat_saturated), p.stats);
 #elif defined(__CUDA_ARCH__)
   __trap();  // the PTX fallback: never launched (prepare_shallow_specialized reports false)
@@ -576,10 +660,11 @@ bool prepare_specialized_one() {
 }
 
 template <bool kAKContig, int kAStages, int kConsumers>
-void launch_specialized_one(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
+void launch_specialized_one(dim3 grid, const IntegerGemmArgs& args, const CUtensorMap& c_map,
+                            bool c_map_ok, cudaStream_t stream) {
   gemm_shallow_specialized_kernel<kAKContig, kAStages, kConsumers>
       <<<grid, specialized_threads(kConsumers), specialized_smem_bytes(kConsumers, kAStages),
-         stream>>>(args);
+         stream>>>(args, c_map, c_map_ok ? 1 : 0);
   FLEXKIT_CUDA_CHECK_LAUNCH("gemm_shallow_specialized_kernel");
 }
 

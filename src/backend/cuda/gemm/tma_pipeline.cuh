@@ -85,4 +85,46 @@ __device__ __forceinline__ void load_5d(uint32_t dst, const CUtensorMap* map, in
       : "memory");
 }
 
+// ---- stores: shared memory to global through the bulk tensor copy --------------------------
+
+// One box of a 2-D tensor map from shared memory at `src` to global memory, its lines written
+// under an L2 eviction policy (createpolicy). Elements of the box outside the tensor's extents
+// are not written. The issuing thread tracks it in its own bulk group (store_commit,
+// store_wait_read). The writes to `src` must be ordered before it by
+// fence.proxy.async.shared::cta in the threads that made them.
+__device__ __forceinline__ void store_2d_hinted(const CUtensorMap* map, int32_t c0, int32_t c1,
+                                                uint32_t src, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], "
+      "[%3], %4;\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(c0), "r"(c1), "r"(src), "l"(policy)
+      : "memory");
+}
+
+// An L2 policy that evicts first the lines it marks: for outputs written once and never read
+// back by the kernel.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+// Closes this thread's bulk group of the stores issued since the last commit.
+__device__ __forceinline__ void store_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most `kPending` of this thread's committed store groups still read their
+// shared-memory source (their global writes may still be under way).
+template <int kPending>
+__device__ __forceinline__ void store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Waits until at most `kPending` of this thread's committed store groups are incomplete.
+template <int kPending>
+__device__ __forceinline__ void store_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 }  // namespace flexkit::backend::cuda::gemm_kernels::tma
