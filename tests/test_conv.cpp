@@ -455,14 +455,20 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       {2, 200, 136, 16, 10, 1, 0, 1, 1, true},
       {2, 48, 136, 32, 36, 1, 0, 1, 1, false},
       {2, 12, 32, 16, 12, 1, 0, 1, 1, false},
-      // The warp-specialised kernel's bulk tensor stores: a last column tile of 8 columns (the
-      // map leaves out the rest; a 64-column unit wholly past the end stores nothing), with three
-      // consumers over one stage (C40 K56) and two over two or three stages (C136 K72); and
-      // rows of 98 columns, a stride the map cannot take (196 bytes), stored from the registers.
+      // The warp-specialised kernel's bulk tensor stores (the input is in × (in + 1)), with
+      // three consumers over one stage (C40 K56) and two over two or three stages (C136 K72):
+      // a last column tile of 80 columns (9x10 N8: the map leaves out the rest) and of 64 (8x9
+      // N8: a 64-column unit wholly past the end stores nothing); a single tile of 112 columns
+      // (7x8 N2); rows of 84 columns (6x7 N2), a stride the map cannot take (168 bytes), stored
+      // from the registers.
       {2, 40, 56, 8, 9, 1, 0, 1, 1, false},
       {2, 136, 72, 8, 9, 1, 0, 1, 1, false},
+      {2, 40, 56, 8, 8, 1, 0, 1, 1, false},
+      {2, 136, 72, 8, 8, 1, 0, 1, 1, false},
       {2, 40, 56, 2, 7, 1, 0, 1, 1, false},
       {2, 136, 72, 2, 7, 1, 0, 1, 1, false},
+      {2, 40, 56, 2, 6, 1, 0, 1, 1, false},
+      {2, 136, 72, 2, 6, 1, 0, 1, 1, false},
       // 1×1 updates of at most 64 rows on one side (the deep-K kernel): K the larger side, with
       // two K ranges per CTA's worth of 32 768 (C48 K136 above, k 42 624) or three 128-row tiles
       // (C40 K300 above); C the larger side (C300 K40, the sides swapped); one input channel
