@@ -514,10 +514,10 @@ void print_tables(const std::vector<Row>& rows, const Cell& copy) {
       const std::string target = g > 0 ? fmt("%s >= %.2f", ratio_name(l), g) : "-";
       const std::string met = g > 0 && std::isfinite(judged) ? (judged >= g ? "yes" : "NO") : "-";
       std::printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", l.name.c_str(),
-                  rate(c).c_str(), c.text.empty() ? num(c.ms, "%.3f").c_str() : "-",
-                  rate(r.gemm).c_str(), num(gemm_ratio(r, dir), "%.2f").c_str(),
+                  rate(c).c_str(), c.text.empty() ? num(c.ms, "%.4f").c_str() : "-",
+                  rate(r.gemm).c_str(), num(gemm_ratio(r, dir), "%.3f").c_str(),
                   l.pointwise() ? num(bandwidth_gbs(r, dir), "%.0f").c_str() : "-",
-                  l.pointwise() ? num(copy_ratio(r, dir, copy), "%.2f").c_str() : "-",
+                  l.pointwise() ? num(copy_ratio(r, dir, copy), "%.3f").c_str() : "-",
                   bound(r, copy).c_str(), target.c_str(), met.c_str());
     }
   }

@@ -255,7 +255,7 @@ def main():
                     return "%.2f" % (flex / peer_value)
 
                 r = as_float(ratio)
-                target = "%.2f %s" % (r, ratio_name) if r is not None else "-"
+                target = "%.3f %s" % (r, ratio_name) if r is not None else "-"
                 print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     layer.name, cell(flex) if flex is not None else (text or "-"), cell(fp32),
                     cell(tf32), cell(bf16), over(tf32), over(bf16), target))
