@@ -531,6 +531,22 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
     const int cols =
         static_cast<int>(cols_left < kUnitN ? (cols_left > 0 ? cols_left : 0) : kUnitN);
     uint32_t pair_max = 0x80008000u, pair_min = 0x7fff7fffu;
+    // Pair jp of the columns' half `half` (two column blocks of 8, rows r and r + 8): four packed
+    // words, their extremes kept, into the warp's staging by one stmatrix at `address`.
+    auto stage_pair = [&](int half, int jp, uint32_t address) {
+      uint32_t w[4];
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int i = 4 * (8 * half + 2 * jp + b);
+        w[2 * b] = pack_saturated(rounded(i), rounded(i + 1));
+        w[2 * b + 1] = pack_saturated(rounded(i + 2), rounded(i + 3));
+      }
+      pair_max = __vimax3_s16x2(pair_max, w[0], w[1]);
+      pair_min = __vimin3_s16x2(pair_min, w[0], w[1]);
+      pair_max = __vimax3_s16x2(pair_max, w[2], w[3]);
+      pair_min = __vimin3_s16x2(pair_min, w[2], w[3]);
+      stsm_x4(address, w[0], w[1], w[2], w[3]);
+    };
     // The staged paths' stmatrix and __syncwarp need the whole warp: their conditions must not
     // depend on the lane (for the padded rows, all 16 of the warp's rows inside, not each lane's
     // two).
@@ -546,21 +562,8 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
       for (int half = 0; half < kUnitN / 64; ++half) {
         const uint32_t box = staging + half * kStoreBoxBytes;
 #pragma unroll
-        for (int jp = 0; jp < 4; ++jp) {
-          uint32_t w[4];
-#pragma unroll
-          for (int b = 0; b < 2; ++b) {
-            const int i = 4 * (8 * half + 2 * jp + b);
-            w[2 * b] = pack_saturated(rounded(i), rounded(i + 1));
-            w[2 * b + 1] = pack_saturated(rounded(i + 2), rounded(i + 3));
-          }
-          pair_max = __vimax3_s16x2(pair_max, w[0], w[1]);
-          pair_min = __vimin3_s16x2(pair_min, w[0], w[1]);
-          pair_max = __vimax3_s16x2(pair_max, w[2], w[3]);
-          pair_min = __vimin3_s16x2(pair_min, w[2], w[3]);
-          stsm_x4(stsm_row + half * kStoreBoxBytes + ((32 * jp) ^ stsm_swizzle), w[0], w[1], w[2],
-                  w[3]);
-        }
+        for (int jp = 0; jp < 4; ++jp)
+          stage_pair(half, jp, stsm_row + half * kStoreBoxBytes + ((32 * jp) ^ stsm_swizzle));
         wgmma::fence_proxy_async_shared();
         __syncwarp();
         if (lane == 0 && cols > 64 * half && warp_row < rows_a) {
@@ -577,20 +580,7 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
 #pragma unroll
       for (int half = 0; half < kUnitN / 64; ++half) {
 #pragma unroll
-        for (int jp = 0; jp < 4; ++jp) {
-          uint32_t w[4];
-#pragma unroll
-          for (int b = 0; b < 2; ++b) {
-            const int i = 4 * (8 * half + 2 * jp + b);
-            w[2 * b] = pack_saturated(rounded(i), rounded(i + 1));
-            w[2 * b + 1] = pack_saturated(rounded(i + 2), rounded(i + 3));
-          }
-          pair_max = __vimax3_s16x2(pair_max, w[0], w[1]);
-          pair_min = __vimin3_s16x2(pair_min, w[0], w[1]);
-          pair_max = __vimax3_s16x2(pair_max, w[2], w[3]);
-          pair_min = __vimin3_s16x2(pair_min, w[2], w[3]);
-          stsm_x4(stsm_at + 32 * jp, w[0], w[1], w[2], w[3]);
-        }
+        for (int jp = 0; jp < 4; ++jp) stage_pair(half, jp, stsm_at + 32 * jp);
         __syncwarp();
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
