@@ -2,12 +2,10 @@
 // bprop of flex16 activations for K of one stage and of two to four, with two consumers on
 // 64 × 128 units (more than 64 rows) or three on 64 × 64 units (at most 64 rows).
 #include <cstdint>
-#include <string>
 
 #include "backend/cuda/conv/conv_implicit_gemm_kernels.hpp"
 #include "backend/cuda/gemm/gemm_shallow_specialized.cuh"
 #include "backend/cuda/gemm/tensor_map_encoder.hpp"
-#include "flexkit/error.hpp"
 
 namespace flexkit::backend::cuda::gemm_kernels {
 
@@ -24,20 +22,9 @@ bool encode_output_map(const IntegerGemmArgs& args, CUtensorMap& map) {
   if (c.col_stride != 1 && columns > 1) return false;
   if (reinterpret_cast<uintptr_t>(c.data) % 16 != 0 || rows > INT32_MAX || columns > INT32_MAX)
     return false;
-  // A one-row output's row stride is never stepped, but the map still wants a multiple of 16.
-  const int64_t row_bytes = rows > 1 ? c.row_stride * 2 : (columns * 2 + 15) / 16 * 16;
-  if (row_bytes <= 0 || row_bytes % 16 != 0) return false;
-  const cuuint64_t dims[2] = {cuuint64_t(columns), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
-  const cuuint32_t box[2] = {cuuint32_t(wgmma_detail::kStoreBoxColumns), 16};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult result = tensor_map_encoder()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, c.data, dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS)
-    throw CudaError("cuTensorMapEncodeTiled failed (" + std::to_string(int(result)) + ") for a " +
-                    std::to_string(rows) + " x " + std::to_string(columns) + " int16 output");
+  if (rows > 1 && (c.row_stride <= 0 || c.row_stride % 8 != 0)) return false;
+  map = encode_int16_rows(c.data, rows, columns, c.row_stride, wgmma_detail::kStoreBoxColumns, 16,
+                          "output");
   return true;
 }
 

@@ -294,26 +294,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// A (rows × k) int16 operand with unit K stride as a 2-D map (of 16-bit words: TMA only moves
-// bytes): boxes of 64 k × box_rows rows, 128-byte swizzle, zeros past either end. No L2 sector
-// promotion: measured on the H200 (1x1 C64 K256 56x56 update) 0.048 → 0.047 ms without the
-// 256-byte promotion.
+// A (rows × k) int16 operand with unit K stride as a 2-D map: boxes of 64 k × box_rows rows,
+// 128-byte swizzle, zeros past either end. No L2 sector promotion: measured on the H200 (1x1 C64
+// K256 56x56 update) 0.048 → 0.047 ms without the 256-byte promotion.
 CUtensorMap encode(const OperandView& o, int64_t rows, int64_t k, int box_rows) {
-  CUtensorMap map;
-  // A one-row operand's row stride is never stepped, but the map still wants a multiple of 16.
-  const int64_t row_bytes = rows > 1 ? o.row_stride * 2 : (k * 2 + 15) / 16 * 16;
-  const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
-  const cuuint32_t box[2] = {cuuint32_t(kStageK), cuuint32_t(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult result = tensor_map_encoder()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(o.data), dims, strides, box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS)
-    throw CudaError("cuTensorMapEncodeTiled failed (" + std::to_string(int(result)) + ") for a " +
-                    std::to_string(rows) + " x " + std::to_string(k) + " int16 operand");
-  return map;
+  return encode_int16_rows(o.data, rows, k, o.row_stride, kStageK, box_rows, "operand");
 }
 
 int64_t ceil_div(int64_t a, int64_t b) {

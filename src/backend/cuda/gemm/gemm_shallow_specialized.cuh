@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
   //   0.047–0.048, 0.051–0.052 → 0.048–0.049;
   // - two consumers, two stages (1x1 28x28 C128 K512 fprop, C512 K128 bprop): 0.044 → 0.040–0.041
   //   (0.041–0.042 without the evict-first policy);
-  // - two consumers, one stage (1x1 56x56 C64 K256 fprop, C256 K64 bprop): 0.057 → 0.060–0.061,
+  // - two consumers, one stage (1x1 56x56 C64 K256 fprop, C256 K64 bprop): 0.057 → 0.059–0.061,
   //   so that kernel keeps its own stores (plain: st.global.cs measured 0.001 slower there).
   constexpr bool kBulkStores = specialized_bulk_stores(kConsumers, kAStages);
 
