@@ -494,6 +494,72 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
   EXPECT_EQ(failures, 0);
 }
 
+// Data made of ties, which random full-range data meets about once in 2^16 values: the shallow
+// kernels' rounding from three byte products must still take the even neighbour. 1x1 layers of
+// C64 (fprop K256 over one stage: two consumers; fprop K56: three; their bprops of 64 rows over
+// four stages and one) with weights of ±16384 and small activations, so that every sum is a
+// multiple of 2^14 and a tenth to a quarter of them are ties at a shift of 16 (fprop) or 30 and
+// 31 (bprop), of both parities, beside a warp's 16 rows with none (zero weights).
+TEST(Conv, ShallowKernelsRoundTiesToEven) {
+  for (const std::int64_t K : {256, 56}) {
+    Geo g;
+    g.dims = 2;
+    g.C = 64, g.K = K, g.N = 8;
+    g.in = {1, 9, 10};
+    Ints in = random_ints(g.input_size(), -3, 3, 41);
+    Ints flt = random_ints(g.filter_size(), -1, 1, 42);
+    Ints grad = random_ints(g.output_size(), -1, 1, 43);
+    for (auto& v : flt) v *= 16384;
+    for (auto& v : grad) v *= 16384;
+    // Filter layout (C, 1, 1, K): output channels 16 … 31 (fprop) and input channels 16 … 31
+    // (bprop) see only zero weights, a warp's 16 rows without a tie.
+    for (std::int64_t c = 0; c < g.C; ++c)
+      for (std::int64_t k = 0; k < K; ++k)
+        if ((k >= 16 && k < 32) || (c >= 16 && c < 32))
+          flt[static_cast<std::size_t>(c * K + k)] = 0;
+    const int iwl_in = 3, iwl_f = -2, iwl_e = 5;
+    Array I = flex_array(in, iwl_in, g.input_shape()), F = flex_array(flt, iwl_f, g.filter_shape());
+    Array E = flex_array(grad, iwl_e, g.output_shape());
+    for (Dir dir : {Dir::fprop, Dir::bprop}) {
+      const Ints acc = reference<std::int64_t>(g, dir, in, flt, grad);
+      Ref r;
+      r.iwl_ab = dir == Dir::fprop ? iwl_in + iwl_f : iwl_f + iwl_e;
+      for (int shift : dir == Dir::fprop ? std::vector<int>{16} : std::vector<int>{30, 31}) {
+        r.out_iwl = r.iwl_ab - 15 + shift;
+        SCOPED_TRACE("K " + std::to_string(K) + " dir " + std::to_string(static_cast<int>(dir)) +
+                     " shift " + std::to_string(shift));
+        const Shape shape = dir == Dir::fprop ? g.output_shape() : g.input_shape();
+        Array out = Array::zeros(shape, DType::flex16, test::device());
+        ConvOptions o;
+        o.iwl = r.out_iwl;
+        if (dir == Dir::fprop) fprop(I, F, out, g.params(), o);
+        if (dir == Dir::bprop) bprop(F, E, out, g.params(), o);
+        const Ints got = ints_of(out);
+        std::int64_t ties = 0, odd_ties = 0, bad = 0;
+        std::int32_t max_abs = 0;
+        for (std::size_t i = 0; i < acc.size(); ++i) {
+          const std::int64_t unit = std::int64_t{1} << shift;
+          const std::int64_t t = acc[i] + unit / 2;
+          const bool tie = ((t % unit) + unit) % unit == 0;
+          ties += tie ? 1 : 0;
+          odd_ties += tie && (((t >> shift) & 1) != 0) ? 1 : 0;
+          const RefFlex want = ref_flex(r, acc[i], 0);
+          max_abs = std::max<std::int32_t>(max_abs, std::abs(static_cast<std::int32_t>(want.m)));
+          if (got[i] != want.m && ++bad <= 3)
+            ADD_FAILURE() << "element " << i << ": got " << got[i] << ", want " << want.m
+                          << " (acc " << acc[i] << ")";
+        }
+        EXPECT_EQ(bad, 0);
+        EXPECT_GT(ties, static_cast<std::int64_t>(acc.size()) / 16);  // ties of both parities
+        EXPECT_GT(odd_ties, 0);
+        EXPECT_LT(odd_ties, ties);
+        EXPECT_EQ(out.stats().max_abs_m, max_abs);
+        EXPECT_EQ(out.stats().saturated, 0u);
+      }
+    }
+  }
+}
+
 // The exact iwl policy's measure pass through the same paths.
 TEST(Conv, ExactPolicyOnTensorCoreShapes) {
   Geo g;
