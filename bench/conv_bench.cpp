@@ -10,7 +10,8 @@
 //   - for 1x1 layers, the effective bandwidth (input + filter + output, 2 bytes each, over the
 //     time) against the device-to-device copy rate C measured here (cudaMemcpyAsync of 1 GiB,
 //     bytes read + written); the target is ≥ 0.80 of C where the layer is bandwidth-bound. The
-//     "bound" column says which roof is lower at the rates measured in this run.
+//     "bound" column says which roof is lower at the rates measured in this run: the bytes at C,
+//     or the operations at the rate of a square flex16 GEMM (8192³, measured here too).
 //
 // Before a direction is timed it runs once into a poisoned output and 64 sampled outputs (the 16
 // corners of its four axes, so padding edges are covered, and 48 random ones) are compared bit
@@ -367,10 +368,10 @@ void run_conv(const Layer& l, Row& row, std::uint64_t seed) {
   }
 }
 
-// The GEMM a lowered convolution would run: K_out × (C·R·S) times (C·R·S) × (P·Q·N).
-void run_gemm(const Layer& l, Row& row, std::uint64_t seed) {
-  if (past_limit(row.gemm, l.name + " GEMM")) return;
-  const i64 m = l.k, depth = l.c * l.rs * l.rs, n = l.pq() * l.pq() * kBatch;
+// flexkit::dot flex16 × flex16 → flex16, m × depth times depth × n (A and B row-major), checked
+// and timed into `cell`.
+void run_dot(Cell& cell, const std::string& what, i64 m, i64 depth, i64 n, std::uint64_t seed) {
+  if (past_limit(cell, what)) return;
   const auto ha = random_mantissas(m * depth, seed + 4);
   const auto hb = random_mantissas(depth * n, seed + 5);
   const Array a = device_flex16(ha, {m, depth});
@@ -380,7 +381,9 @@ void run_gemm(const Layer& l, Row& row, std::uint64_t seed) {
   o.iwl_policy = IwlPolicy::fixed;
   o.iwl = output_iwl(depth);
   measure(
-      row.gemm, l.name + " GEMM", l.flops(), out, [&] { dot(a, b, out, o); },
+      cell, what,
+      2.0 * static_cast<double>(m) * static_cast<double>(depth) * static_cast<double>(n), out,
+      [&] { dot(a, b, out, o); },
       [&] {
         // The output (m, n) seen as (m, 1, 1, n), for the shared sampler and checker.
         return check_sampled(out.reshape({m, 1, 1, n}), *o.iwl, a.iwl(), b.iwl(),
@@ -392,6 +395,26 @@ void run_gemm(const Layer& l, Row& row, std::uint64_t seed) {
                                return acc;
                              });
       });
+}
+
+// The GEMM a lowered convolution would run: K_out × (C·R·S) times (C·R·S) × (P·Q·N).
+void run_gemm(const Layer& l, Row& row, std::uint64_t seed) {
+  run_dot(row.gemm, l.name + " GEMM", l.k, l.c * l.rs * l.rs, l.pq() * l.pq() * kBatch, seed);
+}
+
+// The exact product's rate where the tensor cores, not the operands' depth, set it: a square
+// 8192³ flex16 GEMM, the compute roof the "bound" column weighs a 1x1 layer's bytes against.
+Cell gemm_roof() {
+  Cell cell;
+  try {
+    run_dot(cell, "flex16 GEMM 8192 x 8192 x 8192 (roof)", 8192, 8192, 8192, 77);
+  } catch (const std::exception& e) {
+    cell.text = "err";
+    ++g_failures;
+    progress("GEMM roof FAILED: %s", e.what());
+    cudaGetLastError();
+  }
+  return cell;
 }
 
 // ---- the copy ceiling -----------------------------------------------------------------------
@@ -463,12 +486,13 @@ double goal(const Layer& l) {
 }
 
 // Which roof is lower for a 1x1 layer at this run's rates: moving its bytes at C, or its
-// operations at the same-K GEMM's rate.
-std::string bound(const Row& r, const Cell& copy) {
+// operations at the square GEMM's rate (the same-K GEMM is no roof: at a depth of 64 to 256 it
+// runs far below the tensor cores' rate, and made every 1x1 layer look compute-bound).
+std::string bound(const Row& r, const Cell& copy, const Cell& roof) {
   if (!r.layer.pointwise()) return "-";
-  if (!valid(copy) || !valid(r.gemm)) return "?";
+  if (!valid(copy) || !valid(roof)) return "?";
   const double memory_ms = r.layer.bytes() / (copy.tops * 1e6);
-  const double compute_ms = r.layer.flops() / (r.gemm.tops * 1e9);
+  const double compute_ms = r.layer.flops() / (roof.tops * 1e9);
   return memory_ms >= compute_ms ? "memory" : "compute";
 }
 
@@ -485,7 +509,7 @@ void write_csv(std::FILE* csv, const Row& r, const Cell& copy) {
   std::fflush(csv);
 }
 
-void print_tables(const std::vector<Row>& rows, const Cell& copy) {
+void print_tables(const std::vector<Row>& rows, const Cell& copy, const Cell& roof) {
   std::printf(
       "\n| check (64 sampled outputs, bit-exact vs host int64 reference) | fprop | bprop | "
       "update | same-K GEMM |\n");
@@ -496,6 +520,8 @@ void print_tables(const std::vector<Row>& rows, const Cell& copy) {
 
   std::printf("\nCopy rate C (1 GiB device-to-device, read + written): %s GB/s\n",
               valid(copy) ? fmt("%.0f", copy.tops).c_str() : copy.text.c_str());
+  std::printf("flex16 GEMM roof (8192 x 8192 x 8192, flex16 out): %s TOP/s\n",
+              valid(roof) ? fmt("%.1f", roof.tops).c_str() : roof.text.c_str());
   for (int d = 0; d < kDirs; ++d) {
     const Dir dir = static_cast<Dir>(d);
     std::printf(
@@ -518,12 +544,12 @@ void print_tables(const std::vector<Row>& rows, const Cell& copy) {
                   rate(r.gemm).c_str(), num(gemm_ratio(r, dir), "%.3f").c_str(),
                   l.pointwise() ? num(bandwidth_gbs(r, dir), "%.0f").c_str() : "-",
                   l.pointwise() ? num(copy_ratio(r, dir, copy), "%.3f").c_str() : "-",
-                  bound(r, copy).c_str(), target.c_str(), met.c_str());
+                  bound(r, copy, roof).c_str(), target.c_str(), met.c_str());
     }
   }
   std::printf(
       "\nbound (1x1 only): the lower roof at this run's rates, bytes at C or operations at the "
-      "same-K GEMM rate; the copy target is meant for memory-bound layers.\n");
+      "flex16 GEMM roof; the copy target is meant for memory-bound layers.\n");
 }
 
 int run() {
@@ -551,6 +577,8 @@ int run() {
 
   const Cell copy = copy_rate();
   cuda::empty_cache();
+  const Cell roof = gemm_roof();
+  cuda::empty_cache();
 
   std::vector<Row> rows;
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -574,7 +602,7 @@ int run() {
     rows.push_back(std::move(row));
   }
 
-  print_tables(rows, copy);
+  print_tables(rows, copy, roof);
   std::printf("\n%s (%.0f s)\n",
               g_failures ? "bench_conv: FAILURES above" : "bench_conv: all checks passed",
               elapsed_s());
