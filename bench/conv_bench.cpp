@@ -402,28 +402,36 @@ void run_gemm(const Layer& l, Row& row, std::uint64_t seed) {
   run_dot(row.gemm, l.name + " GEMM", l.k, l.c * l.rs * l.rs, l.pq() * l.pq() * kBatch, seed);
 }
 
-// The exact product's rate where the tensor cores, not the operands' depth, set it: a square
-// 8192³ flex16 GEMM, the compute roof the "bound" column weighs a 1x1 layer's bytes against.
-Cell gemm_roof() {
+// ---- the ceilings ---------------------------------------------------------------------------
+
+// A ceiling's cell from `body`; a failure outside a measurement's own checks (an allocation, an
+// upload) marks it "err" and counts.
+template <typename Body>
+Cell ceiling(const char* what, Body&& body) {
   Cell cell;
   try {
-    run_dot(cell, "flex16 GEMM 8192 x 8192 x 8192 (roof)", 8192, 8192, 8192, 77);
+    body(cell);
   } catch (const std::exception& e) {
     cell.text = "err";
     ++g_failures;
-    progress("GEMM roof FAILED: %s", e.what());
+    progress("%s FAILED: %s", what, e.what());
     cudaGetLastError();
   }
   return cell;
 }
 
-// ---- the copy ceiling -----------------------------------------------------------------------
+// The exact product's rate where the tensor cores, not the operands' depth, set it: a square
+// 8192³ flex16 GEMM, the compute roof the "bound" column weighs a 1x1 layer's bytes against.
+Cell gemm_roof() {
+  return ceiling("GEMM roof", [](Cell& cell) {
+    run_dot(cell, "flex16 GEMM 8192 x 8192 x 8192 (roof)", 8192, 8192, 8192, 77);
+  });
+}
 
 // Device-to-device copy of 1 GiB (far beyond L2), bytes read + written per second; the cell's
 // rate field holds GB/s here.
 Cell copy_rate() {
-  Cell cell;
-  try {
+  return ceiling("copy rate", [](Cell& cell) {
     const std::size_t bytes = std::size_t{1} << 30;
     const Array src = Array::empty({static_cast<i64>(bytes)}, DType::u8, kGpu);
     const Array dst = Array::empty({static_cast<i64>(bytes)}, DType::u8, kGpu);
@@ -437,13 +445,7 @@ Cell copy_rate() {
     cell.ms = t.ms;
     cell.tops = 2.0 * static_cast<double>(bytes) / (t.ms * 1e6);  // GB/s
     progress("%-40s %9.3f ms %8.1f GB/s", "copy 1 GiB device-to-device (= C)", t.ms, cell.tops);
-  } catch (const std::exception& e) {
-    cell.text = "err";
-    ++g_failures;
-    progress("copy rate FAILED: %s", e.what());
-    cudaGetLastError();
-  }
-  return cell;
+  });
 }
 
 // ---- output ---------------------------------------------------------------------------------
