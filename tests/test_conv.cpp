@@ -469,6 +469,12 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       {2, 136, 72, 2, 7, 1, 0, 1, 1, false},
       {2, 40, 56, 2, 6, 1, 0, 1, 1, false},
       {2, 136, 72, 2, 6, 1, 0, 1, 1, false},
+      // B by bulk tensor loads (the warp-specialised kernel, where the gathered operand is a
+      // plain matrix of a multiple of 16 channels): 648 columns (9x9 N8), the last tile's
+      // second box wholly past the end; 48 channels in a stage of 64 (fprop of C48), 208 over
+      // four stages (fprop of C208, two consumers), 96 over two (its bprop, two tile rows).
+      {2, 48, 64, 8, 9, 1, 0, 1, 1, false},
+      {2, 208, 96, 8, 9, 1, 0, 1, 1, false},
       // 1×1 updates of at most 64 rows on one side (the deep-K kernel): K the larger side, with
       // two K ranges per CTA's worth of 32 768 (C48 K136 above, k 42 624) or three 128-row tiles
       // (C40 K300 above); C the larger side (C300 K40, the sides swapped); one input channel

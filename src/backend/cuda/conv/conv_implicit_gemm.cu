@@ -118,6 +118,9 @@ struct Setup {
   // update of a 1×1 filter whose B (the input) needs no gather: B as a plain matrix.
   bool b_is_plain = false;
   gk::OperandView plain_b{};
+  // fprop or bprop of a 1×1 filter at stride 1 without padding, the gathered operand's positions
+  // and n one unit stride: its channels are the rows of a plain matrix (channel_stride apart).
+  bool gathered_is_plain = false;
   gk::ImplicitKernel kernel = gk::ImplicitKernel::fprop;
   std::int64_t taps = 1;  // grid z: update runs one GEMM per tap
 };
@@ -218,6 +221,11 @@ bool describe(ImplicitDirection direction, const ConvProblem& p, Setup& s) {
   gg.a_block_step = gk::kWgmmaStageK * a.a.k_stride;
   gg.strided_gradient = gg.divisor[0] != 1 || gg.divisor[1] != 1 || gg.divisor[2] != 1;
   s.kernel = fprop ? gk::ImplicitKernel::fprop : gk::ImplicitKernel::bprop;
+  bool plain = g.taps() == 1;
+  for (int d = 0; d < 3; ++d) plain = plain && g.str[d] == 1 && g.pad[d] == 0 && in[d] == cols[d];
+  s.gathered_is_plain = plain && (in[2] == 1 || gs[3] == g.N) &&
+                        (in[1] == 1 || gs[2] == in[2] * g.N) &&
+                        (in[0] == 1 || gs[1] == in[1] * in[2] * g.N);
   return true;
 }
 
@@ -400,19 +408,22 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     // flex16 activations take the warp-specialised form (FLEXKIT_CONV_KERNEL=lockstep: the
     // one-role kernel, for comparisons).
     const bool specialized = args.b_is_u8 == 0 && kernel_choice() != KernelChoice::lockstep;
-    if (env_is("FLEXKIT_CONV_LOG", "1"))
-      std::fprintf(stderr,
-                   "flexkit conv %s: shallow persistent implicit GEMM%s (m %lld n %lld k %lld, B "
-                   "%s, %lld CTAs)\n",
-                   name, specialized ? ", warp-specialised" : "", static_cast<long long>(args.m),
-                   static_cast<long long>(args.n), static_cast<long long>(args.k),
-                   args.b_is_u8 ? "u8" : "flex16", static_cast<long long>(tiles_m * ctas_per_row));
     const dim3 grid(static_cast<unsigned>(tiles_m * ctas_per_row));
+    bool b_by_tma = false;
     if (specialized) {
-      gk::launch_shallow_specialized(setup.kernel, grid, args, stream);
+      b_by_tma =
+          gk::launch_shallow_specialized(setup.kernel, grid, args, setup.gathered_is_plain, stream);
     } else {
       gk::launch_shallow(setup.kernel, args.b_is_u8 != 0, grid, args, stream);
     }
+    if (env_is("FLEXKIT_CONV_LOG", "1"))
+      std::fprintf(stderr,
+                   "flexkit conv %s: shallow persistent implicit GEMM%s (m %lld n %lld k %lld, B "
+                   "%s%s, %lld CTAs)\n",
+                   name, specialized ? ", warp-specialised" : "", static_cast<long long>(args.m),
+                   static_cast<long long>(args.n), static_cast<long long>(args.k),
+                   args.b_is_u8 ? "u8" : "flex16", b_by_tma ? " by bulk tensor loads" : "",
+                   static_cast<long long>(tiles_m * ctas_per_row));
     return true;
   }
   if (setup.b_is_plain && kernel_choice() == KernelChoice::automatic) {

@@ -31,8 +31,11 @@ void launch_shallow(ImplicitKernel kernel, bool b_is_u8, dim3 grid, const Intege
 int shallow_max_stages();
 // The same for flex16 activations with the work divided by role (gemm_shallow_specialized.cuh):
 // a producer warpgroup gathers and splits B, two consumer warpgroups multiply and round.
+// `b_plain`: the gathered operand is a plain matrix (a 1×1 filter at stride 1 without padding,
+// its positions one unit stride), which the producer may then load by bulk tensor copies; returns
+// whether it does.
 bool prepare_shallow_specialized(ImplicitKernel kernel);
-void launch_shallow_specialized(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
-                                cudaStream_t stream);
+bool launch_shallow_specialized(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
+                                bool b_plain, cudaStream_t stream);
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -28,6 +28,27 @@ bool encode_output_map(const IntegerGemmArgs& args, CUtensorMap& map) {
   return true;
 }
 
+// B (the gathered operand) as BoxS16Split's 4-D map, where the caller found it a plain matrix of
+// `channels` rows one channel_stride apart and n columns: k-row k = 16·q + 2·h + b at
+// (column, b, q, h), boxes of 64 columns × 2 × 4 × 8, 128-byte swizzle, zeros past the columns
+// and past the channels. False where the map does not fit (channels not a multiple of 16, a row
+// stride not a multiple of 16 bytes) or the driver declines it; the producer then gathers.
+bool encode_b_map(const IntegerGemmArgs& args, CUtensorMap& map) {
+  const int64_t channels = args.gather.channels, ld = args.gather.channel_stride;
+  if (channels % 16 != 0 || ld % 8 != 0 || ld <= 0 ||
+      reinterpret_cast<uintptr_t>(args.b.data) % 16 != 0 || args.n > INT32_MAX)
+    return false;
+  const cuuint64_t dims[4] = {cuuint64_t(args.n), 2, cuuint64_t(channels / 16), 8};
+  const cuuint64_t strides[3] = {cuuint64_t(ld * 2), cuuint64_t(16 * ld * 2),
+                                 cuuint64_t(2 * ld * 2)};
+  const cuuint32_t box[4] = {64, 2, 4, 8};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  return tensor_map_encoder()(
+             &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(args.b.data), dims, strides,
+             box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <bool kAKContig>
 bool prepare_direction() {
   using namespace wgmma_detail;
@@ -43,19 +64,26 @@ bool prepare_direction() {
 // to two on 64 × 128 (C64 K256 fprop and C256 K64 bprop, 0.056 → 0.061: the wgmmas read A's
 // planes twice as often).
 template <bool kAKContig>
-void launch_direction(dim3 grid, const IntegerGemmArgs& args, cudaStream_t stream) {
+bool launch_direction(dim3 grid, const IntegerGemmArgs& args, bool b_plain, cudaStream_t stream) {
   using namespace wgmma_detail;
-  CUtensorMap map{};
+  CUtensorMap map{}, b_map{};
   const bool one_stage = args.k == kWgmmaStageK;
   const int consumers = args.m > 64 ? 2 : 3;
   const bool mapped =
       specialized_bulk_stores(consumers, one_stage ? 1 : kDeep) && encode_output_map(args, map);
+  const bool b_mapped = b_plain && encode_b_map(args, b_map);
   if (args.m > 64) {
-    if (one_stage) return launch_specialized_one<kAKContig, 1, 2>(grid, args, map, mapped, stream);
-    return launch_specialized_one<kAKContig, kDeep, 2>(grid, args, map, mapped, stream);
+    if (one_stage) {
+      launch_specialized_one<kAKContig, 1, 2>(grid, args, map, mapped, b_map, b_mapped, stream);
+    } else {
+      launch_specialized_one<kAKContig, kDeep, 2>(grid, args, map, mapped, b_map, b_mapped, stream);
+    }
+  } else if (one_stage) {
+    launch_specialized_one<kAKContig, 1, 3>(grid, args, map, mapped, b_map, b_mapped, stream);
+  } else {
+    launch_specialized_one<kAKContig, kDeep, 3>(grid, args, map, mapped, b_map, b_mapped, stream);
   }
-  if (one_stage) return launch_specialized_one<kAKContig, 1, 3>(grid, args, map, mapped, stream);
-  launch_specialized_one<kAKContig, kDeep, 3>(grid, args, map, mapped, stream);
+  return b_mapped;
 }
 }  // namespace
 
@@ -64,10 +92,10 @@ bool prepare_shallow_specialized(ImplicitKernel kernel) {
   return kernel == ImplicitKernel::bprop && prepare_direction<true>();
 }
 
-void launch_shallow_specialized(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
-                                cudaStream_t stream) {
-  if (kernel == ImplicitKernel::fprop) return launch_direction<false>(grid, args, stream);
-  launch_direction<true>(grid, args, stream);
+bool launch_shallow_specialized(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
+                                bool b_plain, cudaStream_t stream) {
+  if (kernel == ImplicitKernel::fprop) return launch_direction<false>(grid, args, b_plain, stream);
+  return launch_direction<true>(grid, args, b_plain, stream);
 }
 
 }  // namespace flexkit::backend::cuda::gemm_kernels
