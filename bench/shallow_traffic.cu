@@ -7,16 +7,21 @@
 // store instruction, cache hints on the stores (streaming .cs, L2 evict_first) and on B's reads
 // (L2 evict_last), a row stride padded past the 56 · 56 · 64 columns (which is 49 · 8192 bytes),
 // the order in which a CTA takes its tiles, the same bytes written as flat 1-D ranges, and the
-// read-heavy bytes in the four-stage kernel's 16 KB stages through rings of 4 to 12 slots. Each
+// read-heavy bytes in the four-stage kernel's 16 KB stages through rings of 4 to 12 slots, by
+// cp.async or by bulk tensor loads (2-D boxes, or the kernel's 4-D boxes of BoxS16Split). Each
 // variant's time is the median of three rounds of 20 launches (CUDA events), beside the
 // device-to-device copy rate C (cudaMemcpyAsync of 1 GiB, bytes read + written) measured in the
 // same process. The Markdown table goes to stdout.
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
+
+#include "backend/cuda/gemm/tensor_map_encoder.hpp"
+#include "backend/cuda/gemm/tma_pipeline.cuh"
 
 #define CK(x)                                             \
   do {                                                    \
@@ -214,6 +219,101 @@ double staged_ms(const int16_t* b, int16_t* o, int64_t n) {
   return time_launches([&] { k<<<132, 256, smem>>>(b, o, n, tiles_n); });
 }
 
+// The same stages through bulk tensor loads, as the kernel takes B where it is a plain matrix:
+// thread 0 loads each 16 KB stage as two boxes of 64 columns on its slot's barrier (kFourD: the
+// kernel's 4-D boxes of k-row 16·q + 2·h + b, 128-byte swizzle; else 2-D boxes of 64 rows).
+namespace gk = flexkit::backend::cuda::gemm_kernels;
+template <int kRing, bool kFourD>
+__global__ void __launch_bounds__(256, 1)
+    staged_bulk_read(const __grid_constant__ CUtensorMap map, int16_t* __restrict__ o, int64_t n,
+                     int tiles_n) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  __shared__ uint64_t barriers[kRing];
+  constexpr int kSlot = 64 * 128 * 2, kStages = 4;
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t base = raw + ((1024u - (raw & 1023u)) & 1023u);
+  const uint32_t bar = gk::tma::shared_address(barriers);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int count = blockIdx.x < tiles_n ? (tiles_n - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const int total = count * kStages;
+  uint64_t store_policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(store_policy));
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kRing; ++s) gk::tma::barrier_init(bar + 8 * s, 1);
+    gk::tma::barrier_init_fence();
+  }
+  __syncthreads();
+  auto issue = [&](int i) {
+    if (threadIdx.x == 0 && i < total) {
+      const int32_t col0 = (blockIdx.x + (i / kStages) * gridDim.x) * 128;
+      const int stage = i % kStages;
+      const uint32_t slot = base + (i % kRing) * kSlot, b = bar + 8 * (i % kRing);
+      gk::tma::arrive_expect_bytes(b, kSlot);
+      if constexpr (kFourD) {
+        gk::tma::load_4d(slot, &map, col0, 0, 4 * stage, 0, b);
+        gk::tma::load_4d(slot + kSlot / 2, &map, col0 + 64, 0, 4 * stage, 0, b);
+      } else {
+        gk::tma::load_2d(slot, &map, col0, 64 * stage, b);
+        gk::tma::load_2d(slot + kSlot / 2, &map, col0 + 64, 64 * stage, b);
+      }
+    }
+  };
+  for (int i = 0; i < kRing - 1; ++i) issue(i);
+  int4 acc = make_int4(lane, warp, 0, 1);
+  for (int i = 0; i < total; ++i) {
+    gk::tma::wait(bar + 8 * (i % kRing), (i / kRing) & 1);
+    __syncthreads();  // every thread is done with the slot of stage i − 1
+    issue(i + kRing - 1);
+    const int4 v =
+        reinterpret_cast<const int4*>(smem + (base - raw) + (i % kRing) * kSlot)[threadIdx.x];
+    acc.x ^= v.x;
+    acc.y ^= v.y;
+    if (i % kStages == kStages - 1) {
+      const int64_t col0 = int64_t(blockIdx.x + (i / kStages) * gridDim.x) * 128;
+#pragma unroll
+      for (int seg = 0; seg < 2; ++seg) {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const int64_t row = 8 * warp + 4 * k + lane / 8;
+          store16<2>(o + row * n + col0 + 8 * (8 * seg + lane % 8), acc, store_policy);
+        }
+      }
+    }
+  }
+}
+template <int kRing, bool kFourD>
+double staged_bulk_ms(const int16_t* b, int16_t* o, int64_t n) {
+  const int smem = kRing * 64 * 128 * 2 + 1024;
+  auto k = staged_bulk_read<kRing, kFourD>;
+  CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CUtensorMap map;
+  CUresult r;
+  if (kFourD) {
+    const cuuint64_t dims[4] = {cuuint64_t(n), 2, 16, 8};
+    const cuuint64_t strides[3] = {cuuint64_t(n * 2), cuuint64_t(16 * n * 2),
+                                   cuuint64_t(2 * n * 2)};
+    const cuuint32_t box[4] = {64, 2, 4, 8}, element_strides[4] = {1, 1, 1, 1};
+    r = gk::tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<int16_t*>(b),
+                                 dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  } else {
+    const cuuint64_t dims[2] = {cuuint64_t(n), 256};
+    const cuuint64_t strides[1] = {cuuint64_t(n * 2)};
+    const cuuint32_t box[2] = {64, 64}, element_strides[2] = {1, 1};
+    r = gk::tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<int16_t*>(b),
+                                 dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  if (r != CUDA_SUCCESS) {
+    std::printf("cuTensorMapEncodeTiled failed (%d)\n", int(r));
+    return -1.0;
+  }
+  const int tiles_n = static_cast<int>(n / 128);
+  return time_launches([&] { k<<<132, 256, smem>>>(map, o, n, tiles_n); });
+}
+
 // The same bytes as a pattern's output written as flat ranges (no tiles, no rows): CTA c writes
 // 16-byte words c·256 + t, c·256 + t + 132·256, … (interleaved, as a fill kernel) or a contiguous
 // 1/132 of them.
@@ -355,6 +455,12 @@ int main() {
       {"R: B + O in 16 KB stages of 64 B rows, 6 slots", 320, staged_ms<6>},
       {"R: B + O in 16 KB stages of 64 B rows, 8 slots", 320, staged_ms<8>},
       {"R: B + O in 16 KB stages of 64 B rows, 12 slots", 320, staged_ms<12>},
+      {"R: as the 4 slots, bulk tensor loads of 2-D boxes (64 x 64)", 320,
+       staged_bulk_ms<4, false>},
+      {"R: as the 4 slots, bulk tensor loads of the kernel's 4-D boxes", 320,
+       staged_bulk_ms<4, true>},
+      {"R: as the 8 slots, bulk tensor loads of the kernel's 4-D boxes", 320,
+       staged_bulk_ms<8, true>},
   };
   constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
   std::vector<double> times[kVariants];
