@@ -160,6 +160,21 @@ __global__ void __launch_bounds__(256, 1)
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
+// The staged patterns' output tile: 64 rows × 128 columns from column col0, warp w rows 8w …
+// 8w + 7, four rows of 128 bytes per store, L2 evict_first.
+__device__ __forceinline__ void store_staged_tile(int16_t* o, int64_t n, int64_t col0, int4 v,
+                                                  uint64_t policy) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int seg = 0; seg < 2; ++seg) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int64_t row = 8 * warp + 4 * k + lane / 8;
+      store16<2>(o + row * n + col0 + 8 * (8 * seg + lane % 8), v, policy);
+    }
+  }
+}
+
 // The read-heavy pattern as the four-stage kernel moves it: a column tile of 128 columns is
 // four stages of 64 B rows (16 KB each, through a ring of kRing such slots, kRing − 1 in flight),
 // then 64 output rows (8 a warp, 4 rows per store, L2 evict_first).
@@ -196,17 +211,9 @@ __global__ void __launch_bounds__(256, 1)
     const int4 v = reinterpret_cast<const int4*>(smem + (i % kRing) * kSlot)[threadIdx.x];
     acc.x ^= v.x;
     acc.y ^= v.y;
-    if (i % kStages == kStages - 1) {
-      const int64_t col0 = int64_t(blockIdx.x + (i / kStages) * gridDim.x) * 128;
-#pragma unroll
-      for (int seg = 0; seg < 2; ++seg) {
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-          const int64_t row = 8 * warp + 4 * k + lane / 8;
-          store16<2>(o + row * n + col0 + 8 * (8 * seg + lane % 8), acc, store_policy);
-        }
-      }
-    }
+    if (i % kStages == kStages - 1)
+      store_staged_tile(o, n, int64_t(blockIdx.x + (i / kStages) * gridDim.x) * 128, acc,
+                        store_policy);
   }
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
@@ -268,17 +275,9 @@ __global__ void __launch_bounds__(256, 1)
         reinterpret_cast<const int4*>(smem + (base - raw) + (i % kRing) * kSlot)[threadIdx.x];
     acc.x ^= v.x;
     acc.y ^= v.y;
-    if (i % kStages == kStages - 1) {
-      const int64_t col0 = int64_t(blockIdx.x + (i / kStages) * gridDim.x) * 128;
-#pragma unroll
-      for (int seg = 0; seg < 2; ++seg) {
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-          const int64_t row = 8 * warp + 4 * k + lane / 8;
-          store16<2>(o + row * n + col0 + 8 * (8 * seg + lane % 8), acc, store_policy);
-        }
-      }
-    }
+    if (i % kStages == kStages - 1)
+      store_staged_tile(o, n, int64_t(blockIdx.x + (i / kStages) * gridDim.x) * 128, acc,
+                        store_policy);
   }
 }
 template <int kRing, bool kFourD>
