@@ -475,6 +475,13 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       // four stages (fprop of C208, two consumers), 96 over two (its bprop, two tile rows).
       {2, 48, 64, 8, 9, 1, 0, 1, 1, false},
       {2, 208, 96, 8, 9, 1, 0, 1, 1, false},
+      // The transposed shallow kernel (at most 64 output rows over a plain gathered operand,
+      // activations in the wgmmas' registers): fprop of C256 K24 and bprop of C24 K256, 24 rows
+      // over four stages, 406 tiles of 64 positions, so that some consumers take two tiles and
+      // their rings of four stages wrap around. (Also above: fprop of C48 K64 over one partial
+      // stage, bprop of C12 K32 and of C48 K64; the ties test below: 64 rows over four stages.)
+      {2, 256, 24, 32, 28, 1, 0, 1, 1, false},
+      {2, 24, 256, 32, 28, 1, 0, 1, 1, false},
       // 1×1 updates of at most 64 rows on one side (the deep-K kernel): K the larger side, with
       // two K ranges per CTA's worth of 32 768 (C48 K136 above, k 42 624) or three 128-row tiles
       // (C40 K300 above); C the larger side (C300 K40, the sides swapped); one input channel

@@ -42,7 +42,7 @@ bool env_is(const char* name, std::string_view value) {
 // FLEXKIT_CONV_KERNEL: unset or empty, each call's own choice; otherwise a path forced for
 // comparisons and tests. Any other value is an error, so that a misspelt one cannot silently
 // measure the default.
-enum class KernelChoice { automatic, direct, lean, lockstep, planar };
+enum class KernelChoice { automatic, direct, lean, lockstep, planar, specialized };
 KernelChoice kernel_choice() {
   const char* v = std::getenv("FLEXKIT_CONV_KERNEL");
   if (v == nullptr || *v == '\0') return KernelChoice::automatic;
@@ -51,8 +51,10 @@ KernelChoice kernel_choice() {
   if (value == "lean") return KernelChoice::lean;
   if (value == "lockstep") return KernelChoice::lockstep;
   if (value == "planar") return KernelChoice::planar;
+  if (value == "specialized") return KernelChoice::specialized;
   throw flexkit::ValueError(
-      "FLEXKIT_CONV_KERNEL: expected direct, lean, lockstep or planar (or unset), got \"" +
+      "FLEXKIT_CONV_KERNEL: expected direct, lean, lockstep, planar or specialized (or unset), "
+      "got \"" +
       std::string(value) + "\"");
 }
 
@@ -82,7 +84,8 @@ bool prepared(int device, bool b_is_u8, gk::ImplicitKernel kernel, bool shallow 
   bool ok = gk::device_is_sm90(device);
   if (ok && shallow) {
     ok = gk::prepare_shallow(kernel, b_is_u8) &&
-         (b_is_u8 || gk::prepare_shallow_specialized(kernel));
+         (b_is_u8 ||
+          (gk::prepare_shallow_specialized(kernel) && gk::prepare_shallow_transposed(kernel)));
   } else if (ok) {
     ok = b_is_u8 ? gk::prepare_gather_u8(kernel) : gk::prepare_gather_s16(kernel);
   }
@@ -409,6 +412,18 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     // one-role kernel, for comparisons).
     const bool specialized = args.b_is_u8 == 0 && kernel_choice() != KernelChoice::lockstep;
     const dim3 grid(static_cast<unsigned>(tiles_m * ctas_per_row));
+    // At most 64 output rows over a plain gathered operand: the transposed form, unless the
+    // warp-specialised one is asked for (FLEXKIT_CONV_KERNEL=specialized).
+    if (specialized && setup.gathered_is_plain && kernel_choice() == KernelChoice::automatic &&
+        gk::launch_shallow_transposed(setup.kernel, args, sms, stream)) {
+      if (env_is("FLEXKIT_CONV_LOG", "1"))
+        std::fprintf(stderr,
+                     "flexkit conv %s: shallow transposed implicit GEMM (m %lld n %lld k %lld, B "
+                     "flex16 in registers)\n",
+                     name, static_cast<long long>(args.m), static_cast<long long>(args.n),
+                     static_cast<long long>(args.k));
+      return true;
+    }
     bool b_by_tma = false;
     if (specialized) {
       b_by_tma =
@@ -426,7 +441,8 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
                    static_cast<long long>(tiles_m * ctas_per_row));
     return true;
   }
-  if (setup.b_is_plain && kernel_choice() == KernelChoice::automatic) {
+  if (setup.b_is_plain && (kernel_choice() == KernelChoice::automatic ||
+                           kernel_choice() == KernelChoice::specialized)) {
     gk::IntegerGemmArgs plain = args;
     plain.b = setup.plain_b;
     if (gk::deep_k_fits(plain, sms) && deep_k_prepared(device)) {

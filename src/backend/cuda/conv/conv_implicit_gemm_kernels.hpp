@@ -37,5 +37,12 @@ int shallow_max_stages();
 bool prepare_shallow_specialized(ImplicitKernel kernel);
 bool launch_shallow_specialized(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
                                 bool b_plain, cudaStream_t stream);
+// The transposed form (gemm_shallow_transposed.cuh) for at most 64 output rows where the
+// gathered operand is a plain matrix: the activations in the wgmmas' registers, no split through
+// shared memory. Launches on up to `sms` CTAs and returns true, or returns false where it does
+// not take the problem (more rows, K past four stages, operands its tensor maps cannot describe).
+bool prepare_shallow_transposed(ImplicitKernel kernel);
+bool launch_shallow_transposed(ImplicitKernel kernel, const IntegerGemmArgs& args, int sms,
+                               cudaStream_t stream);
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -129,6 +129,15 @@ __device__ __forceinline__ void pin_registers(uint32_t (&d)[kCount]) {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b)__VA_ARGS__); \
   }
 
+// The same, writing D = A·B (a tile's first step; see the `_fresh` SS forms).
+#define FLEXKIT_WGMMA_RS_FRESH(name, n, types, count, operands)                    \
+  __device__ __forceinline__ void name(uint32_t(&d)[count], const uint32_t(&a)[4], \
+                                       uint64_t desc_b) {                          \
+    asm volatile(FLEXKIT_WGMMA_TEXT(n, types, count, "0", operands)                \
+                 : FLEXKIT_WGMMA_D##count("=r")                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));       \
+  }
+
 // m64n128k32 (64 accumulators): the GEMM's and the shallow kernels' 64 × 128 units.
 FLEXKIT_WGMMA_SS(wgmma_m64n128k32_s8s8, 128, "s8.s8", 64, "+r", "%66", "%64, %65", , "r"(1))
 FLEXKIT_WGMMA_SS(wgmma_m64n128k32_s8u8, 128, "s8.u8", 64, "+r", "%66", "%64, %65", , "r"(1))
@@ -164,7 +173,11 @@ FLEXKIT_WGMMA_RS(wgmma_rs_m64n64k32_s8s8, 64, "s8.s8", 32, "1", "{%32, %33, %34,
 FLEXKIT_WGMMA_RS(wgmma_rs_m64n64k32_s8u8, 64, "s8.u8", 32, "1", "{%32, %33, %34, %35}, %36")
 FLEXKIT_WGMMA_RS(wgmma_rs_m64n64k32_u8s8, 64, "u8.s8", 32, "1", "{%32, %33, %34, %35}, %36")
 FLEXKIT_WGMMA_RS(wgmma_rs_m64n64k32_u8u8, 64, "u8.u8", 32, "1", "{%32, %33, %34, %35}, %36")
+FLEXKIT_WGMMA_RS_FRESH(wgmma_rs_m64n64k32_s8s8_fresh, 64, "s8.s8", 32, "{%32, %33, %34, %35}, %36")
+FLEXKIT_WGMMA_RS_FRESH(wgmma_rs_m64n64k32_s8u8_fresh, 64, "s8.u8", 32, "{%32, %33, %34, %35}, %36")
+FLEXKIT_WGMMA_RS_FRESH(wgmma_rs_m64n64k32_u8u8_fresh, 64, "u8.u8", 32, "{%32, %33, %34, %35}, %36")
 
+#undef FLEXKIT_WGMMA_RS_FRESH
 #undef FLEXKIT_WGMMA_RS
 #undef FLEXKIT_WGMMA_SS
 #undef FLEXKIT_WGMMA_TEXT
@@ -207,6 +220,25 @@ __device__ __forceinline__ void byte_products(uint32_t (&hh)[kCount], uint32_t (
     }
     wgmma_m64n64k32_u8s8(cross, a_lo, b_hi);
   }
+}
+
+// The same k step with A in registers (the RS forms, m64n64k32): a_hi / a_lo the four registers
+// of A's high bytes (s8) and low bytes (u8), B's planes from descriptors.
+template <bool kFresh>
+__device__ __forceinline__ void byte_products_rs(uint32_t (&hh)[32], uint32_t (&cross)[32],
+                                                 uint32_t (&ll)[32], const uint32_t (&a_hi)[4],
+                                                 const uint32_t (&a_lo)[4], uint64_t b_hi,
+                                                 uint64_t b_lo) {
+  if constexpr (kFresh) {
+    wgmma_rs_m64n64k32_s8s8_fresh(hh, a_hi, b_hi);
+    wgmma_rs_m64n64k32_s8u8_fresh(cross, a_hi, b_lo);
+    wgmma_rs_m64n64k32_u8u8_fresh(ll, a_lo, b_lo);
+  } else {
+    wgmma_rs_m64n64k32_s8s8(hh, a_hi, b_hi);
+    wgmma_rs_m64n64k32_s8u8(cross, a_hi, b_lo);
+    wgmma_rs_m64n64k32_u8u8(ll, a_lo, b_lo);
+  }
+  wgmma_rs_m64n64k32_u8s8(cross, a_lo, b_hi);
 }
 
 }  // namespace flexkit::backend::cuda::gemm_kernels::wgmma

@@ -1,0 +1,341 @@
+// The transposed shallow kernel (sm_90a): 1×1 fprop and bprop of flex16 activations where the
+// output has at most 64 rows (m ≤ 64: C256 K64 fprop, C64 K256 bprop) and B, the activations,
+// is a plain matrix (gemm_shallow_specialized.cuh's bulk-load condition). It computes Cᵀ = Bᵀ·Aᵀ:
+// 64 positions of B are a wgmma's rows, taken from registers (the RS form), and the filter's
+// planes, split once per CTA, are its B operand.
+//
+// Why: the warp-specialised kernel moves each B stage through a producer that splits it into
+// byte planes in shared memory, which the consumers' wgmmas then read, A and B, for every
+// 64 × 64 unit. Measured on the H200 (1x1 C256 K64 56x56 fprop): without its epilogue it read B
+// at 0.62 of the copy rate, the producer's split chain (ldmatrix → permutes → stores → fence →
+// barrier) its critical path; the memory pattern itself moves at 0.86. Here no stage is split
+// into shared memory: each consumer reads its own stages with ldmatrix.trans straight into the
+// A-fragment layout and splits them with byte permutes in registers, so the stage's bytes cross
+// shared memory twice (the bulk load, the ldmatrix) instead of four times (also the planes
+// written, then read by the wgmmas), and the consumers' chains run side by side instead of one
+// after the other.
+//
+// Measured on the H200 against the warp-specialised kernel, same process, alternating, ms: 1x1
+// 56x56 C256 K64 fprop 0.0440 → 0.0421–0.0427, C64 K256 bprop 0.0442 → 0.0417–0.0423. Diagnostic
+// builds (wrong results, timed with the check off) put the rest in memory, not in this kernel's
+// work: without its epilogue and stores 0.0345–0.0352, with only the bulk loads and the ring
+// (no ldmatrix, no wgmma) 0.0336–0.0342, that is B alone at about 3.0 TB/s; the full kernel moves
+// B and C at about the same 3.0 TB/s. Two, three or five raw slots a consumer instead of four
+// (0.0440, 0.0433, no change), two stages' boxes a slot (256-byte rows: no change), no L2
+// promotion and consumer-major tile order (no change) did not move it.
+//
+// Roles: three consumer warpgroups and no producer. Each consumer owns whole tiles of 64
+// positions × 64 rows (every kConsumers·gridDim.x-th one) and its own ring of raw stages (64
+// channels × 64 positions, one bulk tensor load each), issued by its thread 0 kSlots stages
+// ahead; a named barrier per stage tells that thread when its four warps have read a slot.
+// A tile's output goes out through a 64 × 64 staging box (rows of C, 128-byte swizzle) written
+// by stmatrix.trans and stored by the TMA unit, two boxes per consumer in turn.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/gemm/gemm_shallow.cuh"
+#include "backend/cuda/gemm/tma_pipeline.cuh"
+
+namespace flexkit::backend::cuda::gemm_kernels {
+namespace wgmma_detail {
+
+inline constexpr int kTransposedConsumers = 3;
+inline constexpr int kTransposedThreads = 128 * kTransposedConsumers;
+static_assert(kTransposedThreads >= kWgmmaThreads, "A's split takes 256 threads");
+inline constexpr int kTransposedTileN = 64;  // positions per tile: the wgmma's M
+inline constexpr int kTransposedSlots = 4;   // raw stages per consumer
+inline constexpr int kTransposedBoxes = 2;   // staging boxes per consumer
+// A raw stage: 64 channels × 64 positions of int16, as the 5-D box of the kernel's `b_map`.
+inline constexpr int kTransposedStageBytes = kWgmmaStageK * kTransposedTileN * 2;
+// A staging box: 64 rows of C × 64 positions of int16 (128-byte rows, 128-byte swizzle).
+inline constexpr int kTransposedBoxBytes = 64 * kTransposedTileN * 2;
+inline constexpr int kTransposedConsumerBytes =
+    kTransposedSlots * kTransposedStageBytes + kTransposedBoxes * kTransposedBoxBytes;
+__host__ __device__ constexpr int transposed_smem_bytes() {
+  return kShallowMaxStages * kShallowAStageBytes + kTransposedConsumers * kTransposedConsumerBytes +
+         kAlignSlack;
+}
+static_assert(transposed_smem_bytes() <= kSmemLimit, "over the sm_90 shared-memory limit");
+
+__device__ __forceinline__ void transposed_barrier_sync(uint32_t id) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
+}
+
+// Four 8 × 8 matrices of 16-bit elements from the accumulator layout into shared memory,
+// transposed: lane t gives the address of row t % 8 of matrix t / 8, which receives column t % 8
+// of that matrix (register i of each lane holds matrix i's row lane / 4, columns 2·(lane % 4)
+// and 2·(lane % 4) + 1).
+__device__ __forceinline__ void stsm_x4_trans(uint32_t address, uint32_t r0, uint32_t r1,
+                                              uint32_t r2, uint32_t r3) {
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address),
+      "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+      : "memory");
+}
+
+// `b_map`: B (k-rows of n positions, channel_stride apart) as a 5-D map of channel
+// k = b + 4·a + 2·h + 16·j at (position, b, a, h, j), boxes of 64 positions × 2 × 4 × 2 × 4:
+// box row R = b + 2·a + 8·h + 16·j. A warp's ldmatrix.trans matrix (k32 step s, k-half kh,
+// position half ph, h) takes as its row r the channel 32·s + 16·kh + 4·(r / 2) + r % 2 + 2·h,
+// box row r + 8·h + 16·kh + 32·s: R % 8 = r, so the eight rows of a matrix, at 16-byte chunk
+// c ^ (R % 8) under the swizzle, fall in eight different banks. Lane 4·g + t then holds, for
+// position g (+ 8·ph), channels 4·t + 2·h and the next: two such words are the four int16 of an
+// A-fragment register, split into high and low bytes by two byte permutes.
+// `c_map`: C as a 2-D map, boxes of 64 positions × 64 rows, 128-byte swizzle.
+template <bool kAKContig>
+__global__ void __launch_bounds__(kTransposedThreads, 1)
+    gemm_shallow_transposed_kernel(const __grid_constant__ IntegerGemmArgs p,
+                                   const __grid_constant__ CUtensorMap b_map,
+                                   const __grid_constant__ CUtensorMap c_map) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Splitter = LeanSplitter<false, kAKContig, false, kWgmmaTileN>;
+  constexpr int kSlots = kTransposedSlots;
+
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ uint64_t full_barriers[kTransposedConsumers * kSlots];
+  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t smem_address = raw_address + ((1024u - (raw_address & 1023u)) & 1023u);
+  const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
+  const uint32_t consumer_region = a_region + kShallowMaxStages * kShallowAStageBytes;
+
+  const ConvGather& g = p.gather;
+  const int stages = static_cast<int>((p.k + kWgmmaStageK - 1) / kWgmmaStageK);
+  const int rows_a = static_cast<int>(p.m);  // ≤ 64 (the host's condition)
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kTransposedConsumers * kSlots; ++s)
+      tma::barrier_init(tma::shared_address(&full_barriers[s]), 1);
+    tma::barrier_init_fence();
+  }
+  // A: every stage, copied raw and split in place by the first 256 threads (the shallow kernels'
+  // mappings). Rows past m and channels past k are zeros, so the products there are 0.
+  if (threadIdx.x < kWgmmaThreads) {
+    const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data);
+    const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
+    TapWalk walk;
+    walk.init(g, 0);
+    for (int s = 0; s < stages; ++s) {
+      copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes, a_tile + walk.a_offset,
+                                         a_ld, rows_a, walk.channels(g));
+      walk.advance(g);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  {
+    Splitter splitter;
+    splitter.init();
+    for (int s = 0; s < stages; ++s) {
+      typename Splitter::Regs r;
+      const uint32_t stage_address = a_region + s * kShallowAStageBytes;
+      if (threadIdx.x < kWgmmaThreads) splitter.load_a(stage_address, r);
+      __syncthreads();
+      if (threadIdx.x < kWgmmaThreads) splitter.a.store(r.a, stage_address);
+    }
+  }
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+
+  // Broadcast from lane 0: the compiler then knows it is the same in the whole warp.
+  const int consumer = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
+  const int warp = (threadIdx.x >> 5) & 3;
+  const int lane = threadIdx.x & 31;
+  const bool issuer = (threadIdx.x & 127) == 0;
+  const uint32_t raw_ring = consumer_region + consumer * kTransposedConsumerBytes;
+  const uint32_t boxes = raw_ring + kSlots * kTransposedStageBytes;
+  const uint32_t full = tma::shared_address(&full_barriers[consumer * kSlots]);
+
+  // Tiles of this consumer: worker, worker + workers, … (neighbouring workers on neighbouring
+  // tiles at any one time).
+  const int64_t tiles = (p.n + kTransposedTileN - 1) / kTransposedTileN;
+  const int worker = static_cast<int>(blockIdx.x) * kTransposedConsumers + consumer;
+  const int workers = static_cast<int>(gridDim.x) * kTransposedConsumers;
+  const int my_tiles =
+      tiles > worker ? static_cast<int>((tiles - worker + workers - 1) / workers) : 0;
+  const int total = my_tiles * stages;
+
+  auto issue = [&](int q) {
+    const int slot = q % kSlots;
+    const int32_t position0 =
+        static_cast<int32_t>((int64_t(worker) + int64_t(q / stages) * workers) * kTransposedTileN);
+    const uint32_t barrier = full + 8 * slot;
+    tma::arrive_expect_bytes(barrier, kTransposedStageBytes);
+    tma::load_5d(raw_ring + slot * kTransposedStageBytes, &b_map, position0, 0, 0, 0,
+                 4 * (q % stages), barrier);
+  };
+  if (issuer) {
+    tma::prefetch_map(&b_map);
+    tma::prefetch_map(&c_map);
+    for (int q = 0; q < kSlots && q < total; ++q) issue(q);
+  }
+
+  const uint64_t desc0 = wgmma::descriptor(smem_address);
+  const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
+  const uint32_t d_a = static_cast<uint32_t>(desc0) + ((a_region - smem_address) >> 4);
+  auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
+
+  // This lane's ldmatrix.trans row in a raw stage: matrix i = lane / 8 is (ph, h) = (i / 2, i % 2),
+  // row r = lane % 8 the box row r + 8·h (+ 16·kh + 32·s per load), chunk 2·warp + ph.
+  const int r = lane & 7, matrix = lane >> 3;
+  const uint32_t ldsm_offset = (r + 8 * (matrix & 1)) * 128 + 16 * ((2 * warp + (matrix >> 1)) ^ r);
+  // This lane's stmatrix.trans row in a staging box: matrix i = lane / 8 is (column block
+  // 2·jp + i / 2, position half i % 2), its row r the box row (C's row) 8·(2·jp + i / 2) + r,
+  // chunk 2·warp + i % 2.
+  const uint32_t stsm_offset = (8 * (matrix >> 1) + r) * 128 + 16 * ((2 * warp + (matrix & 1)) ^ r);
+
+  const uint64_t store_policy = tma::evict_first_policy();
+  const int32_t scale = p.epilogue.scale;
+  // 1 in a register the compiler cannot prove uniform (see gemm_shallow_specialized.cuh).
+  uint32_t lane_bit;
+  asm("mov.u32 %0, %%lanemask_eq;" : "=r"(lane_bit));
+  const uint32_t one = __popc(lane_bit) + (static_cast<uint32_t>(scale) >> 31);
+  const portable::ByteProductRounding rounding = portable::gemm_byte_product_rounding(scale, one);
+  // Values past the matrix (positions past n, rows past m) are products of zero fill: starting
+  // both extremes at 0 moves nothing, and none of them is clamped.
+  int32_t stat_max = 0, stat_min = 0;
+  uint32_t stat_saturated = 0;
+
+  uint32_t acc_hi[32] = {}, acc_mid[32] = {}, acc_lo[32] = {};
+  auto rounded = [&](int i) {
+    return portable::gemm_round_combined_byte_products({acc_mid[i], acc_lo[i]}, rounding);
+  };
+
+  // A stage's raw words (two k32 steps × two k-halves × the four matrices of a load) and its
+  // fragments (per k32 step, four registers of high bytes and four of low bytes).
+  uint32_t raw[2][2][4];
+  uint32_t frag_hi[2][4] = {}, frag_lo[2][4] = {};
+  auto load = [&](int q) {
+    const uint32_t from = raw_ring + (q % kSlots) * kTransposedStageBytes + ldsm_offset;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+#pragma unroll
+      for (int kh = 0; kh < 2; ++kh) ldsm_x4_trans(from + 4096 * s + 2048 * kh, raw[s][kh]);
+    }
+  };
+  // Keeps step s's fragments from being reused before the wait of the wgmmas that read them
+  // (ptxas does not track the RS form's reads).
+  auto hold = [&](int s) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" ::"r"(frag_hi[s][i]), "r"(frag_lo[s][i]));
+  };
+  // Step s's register ph + 2·kh (position half ph, k-half kh) from the load's words 2·ph
+  // (channels 4t, 4t + 1) and 2·ph + 1 (4t + 2, 4t + 3).
+  auto split = [&](int s) {
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh) {
+#pragma unroll
+      for (int ph = 0; ph < 2; ++ph) {
+        const uint32_t w01 = raw[s][kh][2 * ph], w23 = raw[s][kh][2 * ph + 1];
+        frag_hi[s][ph + 2 * kh] = __byte_perm(w01, w23, 0x7531);
+        frag_lo[s][ph + 2 * kh] = __byte_perm(w01, w23, 0x6420);
+      }
+    }
+    // Computed before wgmma.fence, so that the permutes are not sunk past it.
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      asm volatile("" : "+r"(frag_hi[s][i]), "+r"(frag_lo[s][i])::"memory");
+  };
+  // Stage q of the consumer (stage si of its tile): its raw words, the slot's refill, then per
+  // k32 step its fragments and wgmmas, each step a commit group of its own. Step s's fragments
+  // are rewritten once the previous stage's step s is done, which is once at most one group is
+  // pending: the tensor cores have a step of this consumer's queued while it splits the next.
+  // The tile's first step writes the accumulators (`fresh`).
+  auto run_stage = [&](auto fresh, int q, int si) {
+    tma::wait(full + 8 * (q % kSlots), static_cast<uint32_t>(q / kSlots) & 1u);
+    load(q);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      wgmma::wait_group<1>();
+      hold(s);
+      split(s);
+      if (s == 0) {
+        // All four warps have read the slot: its next stage can be loaded.
+        transposed_barrier_sync(1 + consumer);
+        if (issuer && q + kSlots < total) issue(q + kSlots);
+      }
+      const uint32_t b_step = (si * kShallowAStageBytes + 32 * s) >> 4;
+      const uint64_t b_hi = desc(d_a + b_step), b_lo = desc(d_a + b_step + (kPlaneBytes >> 4));
+      wgmma::fence();
+      if (decltype(fresh)::value && s == 0) {
+        wgmma::byte_products_rs<true>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi, b_lo);
+      } else {
+        wgmma::byte_products_rs<false>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi, b_lo);
+      }
+      wgmma::commit_group();
+    }
+  };
+
+  int box_turn = 0;
+#pragma unroll 1
+  for (int tile = 0; tile < my_tiles; ++tile) {
+    const int q0 = tile * stages;
+    run_stage(std::true_type{}, q0, 0);
+#pragma unroll 1
+    for (int si = 1; si < stages; ++si) run_stage(std::false_type{}, q0 + si, si);
+
+    // ---------------------------------------------------------------- the tile's epilogue
+    wgmma::wait_group<0>();
+    hold(0);
+    hold(1);
+    wgmma::pin_registers(acc_hi);
+    wgmma::pin_registers(acc_mid);
+    wgmma::pin_registers(acc_lo);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const portable::CombinedByteProducts c = portable::gemm_combine_byte_products(
+          static_cast<int32_t>(acc_hi[i]), static_cast<int32_t>(acc_mid[i]),
+          static_cast<int32_t>(acc_lo[i]), rounding);
+      acc_mid[i] = c.h;
+      acc_lo[i] = c.l;
+    }
+    wgmma::pin_registers(acc_mid);
+    wgmma::pin_registers(acc_lo);
+    const uint32_t box = boxes + box_turn * kTransposedBoxBytes;
+    // The store that last read this box (kTransposedBoxes tiles ago) is done reading it.
+    if (issuer) tma::store_wait_read<kTransposedBoxes - 1>();
+    transposed_barrier_sync(1 + consumer);
+    uint32_t pair_max = 0x80008000u, pair_min = 0x7fff7fffu;
+#pragma unroll
+    for (int jp = 0; jp < 4; ++jp) {
+      uint32_t w[4];  // (column block 2·jp, then 2·jp + 1) × (position half 0, 1)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int i = 4 * (2 * jp + b);
+        w[2 * b] = pack_saturated(rounded(i), rounded(i + 1));
+        w[2 * b + 1] = pack_saturated(rounded(i + 2), rounded(i + 3));
+      }
+      pair_max = __vimax3_s16x2(pair_max, w[0], w[1]);
+      pair_min = __vimin3_s16x2(pair_min, w[0], w[1]);
+      pair_max = __vimax3_s16x2(pair_max, w[2], w[3]);
+      pair_min = __vimin3_s16x2(pair_min, w[2], w[3]);
+      stsm_x4_trans(box + stsm_offset + 2048 * jp, w[0], w[1], w[2], w[3]);
+    }
+    wgmma::fence_proxy_async_shared();
+    transposed_barrier_sync(1 + consumer);
+    if (issuer) {
+      const int32_t position0 =
+          static_cast<int32_t>((int64_t(worker) + int64_t(tile) * workers) * kTransposedTileN);
+      tma::store_2d_hinted(&c_map, position0, 0, box, store_policy);
+      tma::store_commit();
+    }
+    box_turn = box_turn + 1 == kTransposedBoxes ? 0 : box_turn + 1;
+    const int32_t tile_max = pair_max_value(pair_max);
+    const int32_t tile_min = pair_min_value(pair_min);
+    if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM)
+      count_clamped<32>(stat_saturated, rounded, lane, 64, true, true);
+    stat_max = max(stat_max, tile_max);
+    stat_min = min(stat_min, tile_min);
+  }
+
+  // The last stores must have read their boxes before the CTA's shared memory goes.
+  if (issuer) tma::store_wait<0>();
+  commit_block_stats(stored_stats(stat_max, stat_min, stat_saturated), p.stats);
+#elif defined(__CUDA_ARCH__)
+  __trap();  // the PTX fallback: never launched (prepare_shallow_transposed reports false)
+#endif
+}
+
+}  // namespace wgmma_detail
+}  // namespace flexkit::backend::cuda::gemm_kernels
