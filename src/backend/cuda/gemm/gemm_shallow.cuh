@@ -110,6 +110,41 @@ __device__ __forceinline__ void count_clamped(uint32_t& clamped, const Rounded& 
       clamped += q > portable::kFlex16MaxM || q < portable::kFlex16MinM ? 1 : 0;
   }
 }
+// H and L of every one of a thread's accumulator values, in place (mid ← H, ll ← L): the
+// rounding's first step taken over all values before any is rounded, after which hh's registers
+// are free for the values in flight.
+template <int kCount>
+__device__ __forceinline__ void combine_byte_products_in_place(
+    const uint32_t (&hh)[kCount], uint32_t (&mid)[kCount], uint32_t (&ll)[kCount],
+    const portable::ByteProductRounding& rounding) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    const portable::CombinedByteProducts c = portable::gemm_combine_byte_products(
+        static_cast<int32_t>(hh[i]), static_cast<int32_t>(mid[i]), static_cast<int32_t>(ll[i]),
+        rounding);
+    mid[i] = c.h;
+    ll[i] = c.l;
+  }
+  wgmma::pin_registers(mid);
+  wgmma::pin_registers(ll);
+}
+// Column blocks j0 and j0 + 1 of a thread's accumulators (accumulator 4·j + 2·r + c: block j, row
+// r of the thread's pair, column c), rounded by `rounded` and packed into w in stmatrix order
+// (block j0 rows 0 and 1, then block j0 + 1), their extremes kept in the running pair extremes.
+template <typename Rounded>
+__device__ __forceinline__ void pack_block_pair(const Rounded& rounded, int j0, uint32_t (&w)[4],
+                                                uint32_t& pair_max, uint32_t& pair_min) {
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    const int i = 4 * (j0 + b);
+    w[2 * b] = pack_saturated(rounded(i), rounded(i + 1));
+    w[2 * b + 1] = pack_saturated(rounded(i + 2), rounded(i + 3));
+  }
+  pair_max = __vimax3_s16x2(pair_max, w[0], w[1]);
+  pair_min = __vimin3_s16x2(pair_min, w[0], w[1]);
+  pair_max = __vimax3_s16x2(pair_max, w[2], w[3]);
+  pair_min = __vimin3_s16x2(pair_min, w[2], w[3]);
+}
 // A CTA's statistics record from the extremes of the values it stored and its clamped count.
 __device__ __forceinline__ portable::GemmStats stored_stats(int32_t stored_max, int32_t stored_min,
                                                             uint32_t saturated) {
@@ -468,16 +503,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       if constexpr (kCombineFirst) {
         // H and L of every value first, in place: 128 independent multiply-adds, after which
         // acc_hi's 64 registers are free for the rounding's values in flight.
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-          const portable::CombinedByteProducts c = portable::gemm_combine_byte_products(
-              static_cast<int32_t>(acc_hi[i]), static_cast<int32_t>(acc_mid[i]),
-              static_cast<int32_t>(acc_lo[i]), rounding);
-          acc_mid[i] = c.h;
-          acc_lo[i] = c.l;
-        }
-        wgmma::pin_registers(acc_mid);
-        wgmma::pin_registers(acc_lo);
+        combine_byte_products_in_place(acc_hi, acc_mid, acc_lo, rounding);
       }
       const int64_t col0 = int64_t(first_n + tile * ctas_per_row) * kWgmmaTileN;
       const int64_t cols_left = p.n - col0;

@@ -623,16 +623,7 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
 
     // H and L of every value first, in place, which frees acc_hi's registers for the rounding's
     // values in flight.
-#pragma unroll
-    for (int i = 0; i < kAccumulators; ++i) {
-      const portable::CombinedByteProducts c = portable::gemm_combine_byte_products(
-          static_cast<int32_t>(acc_hi[i]), static_cast<int32_t>(acc_mid[i]),
-          static_cast<int32_t>(acc_lo[i]), rounding);
-      acc_mid[i] = c.h;
-      acc_lo[i] = c.l;
-    }
-    wgmma::pin_registers(acc_mid);
-    wgmma::pin_registers(acc_lo);
+    combine_byte_products_in_place(acc_hi, acc_mid, acc_lo, rounding);
     const int warp_row = 64 * row_half + 16 * warp_in_group;  // in the tile row
     const int row = warp_row + (lane >> 2);
     const bool row_ok0 = row < rows_a, row_ok1 = row + 8 < rows_a;
@@ -645,16 +636,7 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
     // words, their extremes kept, into the warp's staging by one stmatrix at `address`.
     auto stage_pair = [&](int half, int jp, uint32_t address) {
       uint32_t w[4];
-#pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const int i = 4 * (8 * half + 2 * jp + b);
-        w[2 * b] = pack_saturated(rounded(i), rounded(i + 1));
-        w[2 * b + 1] = pack_saturated(rounded(i + 2), rounded(i + 3));
-      }
-      pair_max = __vimax3_s16x2(pair_max, w[0], w[1]);
-      pair_min = __vimin3_s16x2(pair_min, w[0], w[1]);
-      pair_max = __vimax3_s16x2(pair_max, w[2], w[3]);
-      pair_min = __vimin3_s16x2(pair_min, w[2], w[3]);
+      pack_block_pair(rounded, 8 * half + 2 * jp, w, pair_max, pair_min);
       stsm_x4(address, w[0], w[1], w[2], w[3]);
     };
     // The staged paths' stmatrix and __syncwarp need the whole warp: their conditions must not

@@ -16,7 +16,7 @@
 // after the other.
 //
 // Measured on the H200 against the warp-specialised kernel, same process, alternating, ms: 1x1
-// 56x56 C256 K64 fprop 0.0440 → 0.0421–0.0427, C64 K256 bprop 0.0442 → 0.0417–0.0423. Diagnostic
+// 56x56 C256 K64 fprop 0.0440 → 0.0419–0.0427, C64 K256 bprop 0.0442 → 0.0417–0.0423. Diagnostic
 // builds (wrong results, timed with the check off) put the rest in memory, not in this kernel's
 // work: without its epilogue and stores 0.0345–0.0352, with only the bulk loads and the ring
 // (no ldmatrix, no wgmma) 0.0336–0.0342, that is B alone at about 3.0 TB/s; the full kernel moves
@@ -282,16 +282,7 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
     wgmma::pin_registers(acc_hi);
     wgmma::pin_registers(acc_mid);
     wgmma::pin_registers(acc_lo);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const portable::CombinedByteProducts c = portable::gemm_combine_byte_products(
-          static_cast<int32_t>(acc_hi[i]), static_cast<int32_t>(acc_mid[i]),
-          static_cast<int32_t>(acc_lo[i]), rounding);
-      acc_mid[i] = c.h;
-      acc_lo[i] = c.l;
-    }
-    wgmma::pin_registers(acc_mid);
-    wgmma::pin_registers(acc_lo);
+    combine_byte_products_in_place(acc_hi, acc_mid, acc_lo, rounding);
     const uint32_t box = boxes + box_turn * kTransposedBoxBytes;
     // The store that last read this box (kTransposedBoxes tiles ago) is done reading it.
     if (issuer) tma::store_wait_read<kTransposedBoxes - 1>();
@@ -300,16 +291,7 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
 #pragma unroll
     for (int jp = 0; jp < 4; ++jp) {
       uint32_t w[4];  // (column block 2·jp, then 2·jp + 1) × (position half 0, 1)
-#pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const int i = 4 * (2 * jp + b);
-        w[2 * b] = pack_saturated(rounded(i), rounded(i + 1));
-        w[2 * b + 1] = pack_saturated(rounded(i + 2), rounded(i + 3));
-      }
-      pair_max = __vimax3_s16x2(pair_max, w[0], w[1]);
-      pair_min = __vimin3_s16x2(pair_min, w[0], w[1]);
-      pair_max = __vimax3_s16x2(pair_max, w[2], w[3]);
-      pair_min = __vimin3_s16x2(pair_min, w[2], w[3]);
+      pack_block_pair(rounded, 2 * jp, w, pair_max, pair_min);
       stsm_x4_trans(box + stsm_offset + 2048 * jp, w[0], w[1], w[2], w[3]);
     }
     wgmma::fence_proxy_async_shared();
