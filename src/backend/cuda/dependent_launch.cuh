@@ -1,11 +1,14 @@
-// Programmatic dependent launch (sm_90): a kernel that only finishes what the kernel before it
-// in the stream left (a K split's or a stream-K schedule's partial sums) is launched while that
-// kernel still runs, so that its launch does not wait in the stream's gap after it. It waits for
-// its prerequisite's completion (and memory) in its first statement; the prerequisite may let it
-// launch early. On devices before sm_90 both device calls are empty and the launch is plain.
+// Programmatic dependent launch (sm_90): a kernel is launched while the kernel before it in the
+// stream still runs, so that its launch does not wait in the stream's gap after it — a finishing
+// pass behind the K split or stream-K kernel whose partial sums it adds, or a persistent 1x1
+// kernel behind whatever came before it (measured on the H200: 1.6 µs of a 40 µs layer). It waits
+// for its prerequisite's completion (and memory) before it touches global memory; the
+// prerequisite may let it launch early. On devices before sm_90 both device calls are empty and
+// the launch is plain.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <utility>
 
 #include "backend/cuda/check.hpp"
@@ -34,11 +37,11 @@ __device__ __forceinline__ void allow_dependent_launch() {
 // the grid before it where `dependent` (the device is sm_90 or later), plainly otherwise.
 template <typename... KernelArgs, typename... Args>
 void launch_dependent(bool dependent, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
-                      cudaStream_t stream, Args&&... args) {
+                      std::size_t dynamic_smem_bytes, cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
-  config.dynamicSmemBytes = 0;
+  config.dynamicSmemBytes = dynamic_smem_bytes;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;

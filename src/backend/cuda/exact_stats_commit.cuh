@@ -4,6 +4,9 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
+#include "backend/cuda/stats_publish.cuh"
 #include "flexkit/portable/gemm_epilogue.hpp"
 
 namespace flexkit::backend::cuda {
@@ -24,8 +27,13 @@ __device__ __forceinline__ void warp_reduce_stats(portable::GemmStats& s) {
 
 // Merges every thread's record into *global with one set of atomics per block. All threads of
 // the block must call it (it synchronises); blockDim.x must be a multiple of 32 and ≤ 1024.
+// With `arrivals` (a counter at 0, where the kernel is its call's only one and every block calls
+// this exactly once), the last block to arrive publishes the record into `host` and sets record
+// and counter back (stats_publish.cuh): no publish kernel has to follow.
 __device__ __forceinline__ void commit_block_stats(portable::GemmStats local,
-                                                   portable::GemmStats* global) {
+                                                   portable::GemmStats* global,
+                                                   portable::GemmStats* host = nullptr,
+                                                   uint32_t* arrivals = nullptr) {
   __shared__ portable::GemmStats per_warp[32];
   warp_reduce_stats(local);
   const int warp = threadIdx.x >> 5;
@@ -52,6 +60,17 @@ __device__ __forceinline__ void commit_block_stats(portable::GemmStats local,
   if (s.value_min_key != id.value_min_key)
     atomicMin(reinterpret_cast<unsigned long long*>(&global->value_min_key),
               static_cast<unsigned long long>(s.value_min_key));
+  if (arrivals == nullptr) return;
+  // The arrival releases this block's atomics and acquires those of the blocks before it, so the
+  // last to arrive sees every block's.
+  uint32_t before;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
+               : "=r"(before)
+               : "l"(arrivals)
+               : "memory");
+  if (before != gridDim.x * gridDim.y * gridDim.z - 1) return;
+  // No system-scope fence: the host reads the copy only after an event behind this kernel.
+  publish_record(global, host, arrivals, false);
 }
 
 // The record of the common store (flex16 out, no measuring): only max |m| and the clamped count

@@ -13,16 +13,18 @@ namespace flexkit::backend::cuda {
 namespace {
 
 // A record's home, reused from call to call: a device record that is the identity whenever the
-// slot is free (the publish kernel sets it back), mapped pinned host memory the publish kernel
-// writes into, and the event that marks the publish done. Allocating pinned memory and creating
-// events cost far more than a small product, and an in-stream copy each way around a product cost
-// more than its kernel's launch (both copies are gone: the record needs no setting before a
-// product, and the publish kernel writes the host copy). A slot is handed out again only once its
+// slot is free (the publish sets it back), mapped pinned host memory the publish writes into, the
+// arrival counter of an in-kernel publication (0 whenever the slot is free), and the event that
+// marks the publish done. Allocating pinned memory and creating events cost far more than a small
+// product, and an in-stream copy each way around a product cost more than its kernel's launch
+// (both copies are gone: the record needs no setting before a product, and the publish writes
+// the host copy). A slot is handed out again only once its
 // event has completed.
 struct Slot {
   portable::GemmStats* host = nullptr;            // pinned, mapped
   portable::GemmStats* host_on_device = nullptr;  // its address on the device
   portable::GemmStats* record = nullptr;          // device memory
+  std::uint32_t* arrivals = nullptr;              // device memory
   cudaEvent_t published = nullptr;
 };
 
@@ -60,6 +62,7 @@ class SlotPool {
     // Freed in reverse order if a later step fails.
     auto undo = [&] {
       if (slot.published) cudaEventDestroy(slot.published);
+      if (slot.arrivals) cudaFree(slot.arrivals);
       if (slot.record) cudaFree(slot.record);
       if (slot.host) cudaFreeHost(slot.host);
     };
@@ -76,6 +79,10 @@ class SlotPool {
       slot.record = static_cast<portable::GemmStats*>(record);
       const portable::GemmStats identity = portable::gemm_stats_identity();
       FLEXKIT_CUDA_CHECK(cudaMemcpy(record, &identity, sizeof identity, cudaMemcpyHostToDevice));
+      void* arrivals = nullptr;
+      FLEXKIT_CUDA_CHECK(cudaMalloc(&arrivals, sizeof(std::uint32_t)));
+      slot.arrivals = static_cast<std::uint32_t*>(arrivals);
+      FLEXKIT_CUDA_CHECK(cudaMemset(arrivals, 0, sizeof(std::uint32_t)));
       FLEXKIT_CUDA_CHECK(cudaEventCreateWithFlags(&slot.published, cudaEventDisableTiming));
     } catch (...) {
       undo();
@@ -121,9 +128,11 @@ class PendingRecord final : public detail::PendingFlex16Stats {
   std::unique_ptr<DeviceStatsRecord::Parts> parts_;
 };
 
-// The publish kernel and its event, queued behind the product.
-void publish(const Slot& slot, cudaStream_t stream) {
-  launch_publish_stats(slot.record, slot.host_on_device, stream);
+// The publish kernel (unless the product's kernel published the record) and the event, queued
+// behind the product.
+void publish(const Slot& slot, bool published_in_kernel, cudaStream_t stream) {
+  if (!published_in_kernel)
+    launch_publish_stats(slot.record, slot.host_on_device, slot.arrivals, stream);
   FLEXKIT_CUDA_CHECK(cudaEventRecord(slot.published, stream));
 }
 
@@ -138,7 +147,7 @@ DeviceStatsRecord::~DeviceStatsRecord() {
   // change the record, so the slot goes back only behind a publish that resets it. If even that
   // cannot be queued, the slot is leaked rather than handed out in an unknown state.
   try {
-    publish(parts_->slot, stream_);
+    publish(parts_->slot, false, stream_);
     delete parts_;
   } catch (...) {
   }
@@ -148,11 +157,19 @@ portable::GemmStats* DeviceStatsRecord::device_record() const {
   return parts_->slot.record;
 }
 
+portable::GemmStats* DeviceStatsRecord::host_record_on_device() const {
+  return parts_->slot.host_on_device;
+}
+
+std::uint32_t* DeviceStatsRecord::arrivals() const {
+  return parts_->slot.arrivals;
+}
+
 gemm::ExactStats DeviceStatsRecord::finish(bool wait) {
   std::unique_ptr<Parts> owned(parts_);  // from here on released exactly once, even on a throw
   parts_ = nullptr;
   try {
-    publish(owned->slot, stream_);
+    publish(owned->slot, published_in_kernel_, stream_);
   } catch (...) {
     owned.release();  // leaked: its record may never be reset
     throw;

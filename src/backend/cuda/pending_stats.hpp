@@ -1,10 +1,13 @@
 // The statistics record of one exact product on a CUDA device, brought back without waiting:
-// the kernels fill a record in device memory, a publish kernel queued behind them writes it into
-// mapped pinned host memory (and resets it) and an event marks its arrival. The output's storage
+// the kernels fill a record in device memory, a publish kernel queued behind them (or the last
+// block of a call's only kernel) writes it into mapped pinned host memory (and resets it) and an
+// event marks its arrival. The output's storage
 // keeps the pending record, and only a read of the statistics waits for the event — so back-to-back
 // products never stall the host (SPEC §1: reading the statistics is cheap; taking them is free).
 #pragma once
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 #include "gemm/exact_output.hpp"
 
@@ -21,9 +24,16 @@ class DeviceStatsRecord {
 
   portable::GemmStats* device_record() const;
 
-  // Queues the publish after everything queued so far on the stream. wait = true returns the
-  // whole record now (a measuring pass needs its range at once); otherwise the record is
-  // returned pending.
+  // For a kernel that is its call's only one and publishes the record itself (commit_block_stats
+  // with an arrival counter): the host copy's device address and the counter (at 0). Once such a
+  // kernel is queued, published_in_kernel() says so, and finish() queues no publish kernel.
+  portable::GemmStats* host_record_on_device() const;
+  std::uint32_t* arrivals() const;
+  void published_in_kernel() { published_in_kernel_ = true; }
+
+  // Queues the publish after everything queued so far on the stream (unless a kernel did it).
+  // wait = true returns the whole record now (a measuring pass needs its range at once);
+  // otherwise the record is returned pending.
   gemm::ExactStats finish(bool wait);
 
  public:
@@ -32,6 +42,7 @@ class DeviceStatsRecord {
  private:
   Parts* parts_;  // owned until finish() hands it to the pending record
   cudaStream_t stream_ = nullptr;
+  bool published_in_kernel_ = false;
 };
 
 }  // namespace flexkit::backend::cuda

@@ -4,12 +4,15 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "flexkit/portable/gemm_epilogue.hpp"
 
 namespace flexkit::backend::cuda {
 
-// Queues the publish on `stream`; `host` is the device's address of mapped pinned memory.
+// Queues the publish on `stream`; `host` is the device's address of mapped pinned memory,
+// `arrivals` the record's in-kernel publication counter (set back to 0 as well), or null.
 void launch_publish_stats(portable::GemmStats* record, portable::GemmStats* host,
-                          cudaStream_t stream);
+                          uint32_t* arrivals, cudaStream_t stream);
 
 }  // namespace flexkit::backend::cuda

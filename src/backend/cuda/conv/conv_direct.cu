@@ -347,8 +347,8 @@ Args args_of(const ConvProblem& p) {
   return a;
 }
 
-// Queues `launch(args, stream)`; for integer products around it the statistics record (set to
-// the identity first), then waits for it.
+// Queues `launch(args, stream, record)`; for integer products around it the statistics record
+// (`record`; null for f32), then its publication, unless the launch's kernel published it.
 template <typename Launch>
 gemm::ExactStats run(const ConvProblem& p, const char* direction, int device, void* stream,
                      Launch launch) {
@@ -357,12 +357,12 @@ gemm::ExactStats run(const ConvProblem& p, const char* direction, int device, vo
   const auto s = static_cast<cudaStream_t>(stream);
   Args a = args_of(p);
   if (p.x.kind == ElementKind::f32) {
-    launch(a, s);
+    launch(a, s, nullptr);
     return gemm::known_stats(portable::gemm_stats_identity());
   }
   backend::cuda::DeviceStatsRecord stats(device, s);
   a.stats = stats.device_record();
-  launch(a, s);
+  launch(a, s, &stats);
   return stats.finish(p.mode == gemm::EpilogueMode::measure);
 }
 
@@ -404,44 +404,47 @@ void launch_update(Args a, cudaStream_t s, int device) {
 }  // namespace
 
 gemm::ExactStats fprop_cuda(const ConvProblem& p, int device, void* stream) {
-  return run(p, "fprop", device, stream, [&](const Args& a, cudaStream_t s) {
-    if (p.x.kind != ElementKind::f32 &&
-        implicit_gemm_cuda(ImplicitDirection::fprop, p, device, s, a.stats))
-      return;
-    switch (p.x.kind) {
-      case ElementKind::f32:
-        return launch_fprop<float, float, float>(a, s, device);
-      case ElementKind::flex16:
-        return launch_fprop<std::int16_t, std::int16_t, std::int64_t>(a, s, device);
-      case ElementKind::u8:
-        return launch_fprop<std::uint8_t, std::int16_t, std::int64_t>(a, s, device);
-    }
-  });
+  return run(p, "fprop", device, stream,
+             [&](const Args& a, cudaStream_t s, backend::cuda::DeviceStatsRecord* record) {
+               if (p.x.kind != ElementKind::f32 &&
+                   implicit_gemm_cuda(ImplicitDirection::fprop, p, device, s, *record))
+                 return;
+               switch (p.x.kind) {
+                 case ElementKind::f32:
+                   return launch_fprop<float, float, float>(a, s, device);
+                 case ElementKind::flex16:
+                   return launch_fprop<std::int16_t, std::int16_t, std::int64_t>(a, s, device);
+                 case ElementKind::u8:
+                   return launch_fprop<std::uint8_t, std::int16_t, std::int64_t>(a, s, device);
+               }
+             });
 }
 
 gemm::ExactStats bprop_cuda(const ConvProblem& p, int device, void* stream) {
   if (p.x.kind == ElementKind::u8) internal("bprop", "a u8 filter");
-  return run(p, "bprop", device, stream, [&](const Args& a, cudaStream_t s) {
-    if (p.x.kind == ElementKind::f32) return launch_bprop<float, float>(a, s, device);
-    if (implicit_gemm_cuda(ImplicitDirection::bprop, p, device, s, a.stats)) return;
-    return launch_bprop<std::int16_t, std::int64_t>(a, s, device);
-  });
+  return run(p, "bprop", device, stream,
+             [&](const Args& a, cudaStream_t s, backend::cuda::DeviceStatsRecord* record) {
+               if (p.x.kind == ElementKind::f32) return launch_bprop<float, float>(a, s, device);
+               if (implicit_gemm_cuda(ImplicitDirection::bprop, p, device, s, *record)) return;
+               return launch_bprop<std::int16_t, std::int64_t>(a, s, device);
+             });
 }
 
 gemm::ExactStats update_cuda(const ConvProblem& p, int device, void* stream) {
-  return run(p, "update", device, stream, [&](const Args& a, cudaStream_t s) {
-    if (p.x.kind != ElementKind::f32 &&
-        implicit_gemm_cuda(ImplicitDirection::update, p, device, s, a.stats))
-      return;
-    switch (p.x.kind) {
-      case ElementKind::f32:
-        return launch_update<float, float, float>(a, s, device);
-      case ElementKind::flex16:
-        return launch_update<std::int16_t, std::int16_t, std::int64_t>(a, s, device);
-      case ElementKind::u8:
-        return launch_update<std::uint8_t, std::int16_t, std::int64_t>(a, s, device);
-    }
-  });
+  return run(p, "update", device, stream,
+             [&](const Args& a, cudaStream_t s, backend::cuda::DeviceStatsRecord* record) {
+               if (p.x.kind != ElementKind::f32 &&
+                   implicit_gemm_cuda(ImplicitDirection::update, p, device, s, *record))
+                 return;
+               switch (p.x.kind) {
+                 case ElementKind::f32:
+                   return launch_update<float, float, float>(a, s, device);
+                 case ElementKind::flex16:
+                   return launch_update<std::int16_t, std::int16_t, std::int64_t>(a, s, device);
+                 case ElementKind::u8:
+                   return launch_update<std::uint8_t, std::int16_t, std::int64_t>(a, s, device);
+               }
+             });
 }
 
 }  // namespace flexkit::conv

@@ -379,7 +379,7 @@ void launch_gathered(const Setup& s, bool stream_k, dim3 grid, cudaStream_t stre
 }  // namespace
 
 bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem, int device,
-                        cudaStream_t stream, portable::GemmStats* device_stats) {
+                        cudaStream_t stream, backend::cuda::DeviceStatsRecord& record) {
   if (kernel_choice() == KernelChoice::direct) return false;  // throws for an unknown value first
   Setup setup;
   const bool described = direction == ImplicitDirection::update
@@ -400,7 +400,7 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
   if (tiles_m * tiles_n > INT32_MAX) return false;
   args.tiles_m = static_cast<int32_t>(tiles_m);
   args.tiles_n = static_cast<int32_t>(tiles_n);
-  args.stats = device_stats;
+  args.stats = record.device_record();
   const int sms = backend::cuda::multiprocessors(device);
   if (shallow_fits(setup) && prepared(device, args.b_is_u8 != 0, setup.kernel, true)) {
     // Each CTA owns one tile row and every ctas_per_row-th column tile of it: as many CTAs as
@@ -412,10 +412,16 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     // one-role kernel, for comparisons).
     const bool specialized = args.b_is_u8 == 0 && kernel_choice() != KernelChoice::lockstep;
     const dim3 grid(static_cast<unsigned>(tiles_m * ctas_per_row));
+    // The transposed and warp-specialised kernels are the call's only kernel: their last CTA
+    // publishes the statistics (no publish kernel behind them).
+    gk::IntegerGemmArgs publishing = args;
+    publishing.stats_host = record.host_record_on_device();
+    publishing.stats_arrivals = record.arrivals();
     // At most 64 output rows over a plain gathered operand: the transposed form, unless the
     // warp-specialised one is asked for (FLEXKIT_CONV_KERNEL=specialized).
     if (specialized && setup.gathered_is_plain && kernel_choice() == KernelChoice::automatic &&
-        gk::launch_shallow_transposed(setup.kernel, args, sms, stream)) {
+        gk::launch_shallow_transposed(setup.kernel, publishing, sms, stream)) {
+      record.published_in_kernel();
       if (env_is("FLEXKIT_CONV_LOG", "1"))
         std::fprintf(stderr,
                      "flexkit conv %s: shallow transposed implicit GEMM (m %lld n %lld k %lld, B "
@@ -426,8 +432,9 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     }
     bool b_by_tma = false;
     if (specialized) {
-      b_by_tma =
-          gk::launch_shallow_specialized(setup.kernel, grid, args, setup.gathered_is_plain, stream);
+      b_by_tma = gk::launch_shallow_specialized(setup.kernel, grid, publishing,
+                                                setup.gathered_is_plain, stream);
+      record.published_in_kernel();
     } else {
       gk::launch_shallow(setup.kernel, args.b_is_u8 != 0, grid, args, stream);
     }
@@ -459,7 +466,11 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
                      static_cast<long long>(plain.m), static_cast<long long>(plain.n),
                      static_cast<long long>(plain.k));
       gk::launch_deep_k(plain, sms, stream);
+      // The finishing pass is the call's last kernel: its last CTA publishes the statistics.
+      plain.stats_host = record.host_record_on_device();
+      plain.stats_arrivals = record.arrivals();
       gk::launch_finish_splits(plain, outputs, device, stream);
+      record.published_in_kernel();
       return true;
     }
   }

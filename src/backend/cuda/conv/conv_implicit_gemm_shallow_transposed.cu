@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "backend/cuda/conv/conv_implicit_gemm_kernels.hpp"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/gemm/gemm_shallow_transposed.cuh"
 #include "backend/cuda/gemm/tensor_map_encoder.hpp"
 
@@ -61,10 +62,9 @@ bool launch_direction(const IntegerGemmArgs& args, int sms, cudaStream_t stream)
   const int64_t tiles = (args.n + kTransposedTileN - 1) / kTransposedTileN;
   const int64_t ctas = std::max<int64_t>(
       1, std::min<int64_t>(sms, (tiles + kTransposedConsumers - 1) / kTransposedConsumers));
-  gemm_shallow_transposed_kernel<kAKContig>
-      <<<static_cast<unsigned>(ctas), kTransposedThreads, transposed_smem_bytes(), stream>>>(
-          args, b_map, c_map);
-  FLEXKIT_CUDA_CHECK_LAUNCH("gemm_shallow_transposed_kernel");
+  launch_dependent(true, gemm_shallow_transposed_kernel<kAKContig>,
+                   dim3(static_cast<unsigned>(ctas)), dim3(kTransposedThreads),
+                   transposed_smem_bytes(), stream, args, b_map, c_map);
   return true;
 }
 

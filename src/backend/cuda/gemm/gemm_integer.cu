@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kFinishThreads)
     finish_element(p, batch, by_columns ? along : line, by_columns ? line : along,
                    static_cast<int64_t>(p.workspace[i]), stats);
   }
-  commit_block_stats(stats, p.stats);
+  commit_block_stats(stats, p.stats, p.stats_host, p.stats_arrivals);
 }
 
 enum class KernelKind : uint8_t { simple, planar, ss, rs };
@@ -448,7 +448,7 @@ void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int devi
   const unsigned blocks = static_cast<unsigned>(
       std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(multiprocessors(device)) * 8));
   launch_dependent(device_is_sm90(device), gemm_finish_splits_kernel, dim3(blocks),
-                   dim3(kFinishThreads), stream, args, outputs);
+                   dim3(kFinishThreads), 0, stream, args, outputs);
 }
 
 GemmPlanCounts plan_counts() {

@@ -90,6 +90,10 @@ struct IntegerGemmArgs {
   int32_t sk_ctas, sk_parts;
   int64_t sk_first_tile, sk_tiles;
   portable::GemmStats* stats;
+  // Where the kernel is its call's only one: the record's host copy and arrival counter, for the
+  // last block to publish it (commit_block_stats); null where a publish kernel follows.
+  portable::GemmStats* stats_host;
+  uint32_t* stats_arrivals;
   ConvGather gather;  // the implicit-GEMM kernels only
 };
 

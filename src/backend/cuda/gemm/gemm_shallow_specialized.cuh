@@ -309,7 +309,11 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
   const int tile_m = static_cast<int>(blockIdx.x) % tiles_m;
   const int ctas_per_row = static_cast<int>(gridDim.x) / tiles_m;
   const int first_n = static_cast<int>(blockIdx.x) / tiles_m;
-  if (first_n >= p.tiles_n) return;
+  if (first_n >= p.tiles_n) {  // not launched so (ctas_per_row ≤ tiles_n), but counted if it were
+    wait_for_prerequisite_grid();
+    commit_block_stats(portable::gemm_stats_identity(), p.stats, p.stats_host, p.stats_arrivals);
+    return;
+  }
   const int tile_count = (p.tiles_n - first_n + ctas_per_row - 1) / ctas_per_row;
   const int total = tile_count * stages;
   const int64_t row0 = int64_t(tile_m) * kWgmmaTileM;
@@ -330,6 +334,9 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
       tma::barrier_init_fence();
     }
   }
+  // Launched as a programmatic dependent (dependent_launch.cuh): nothing above touched global
+  // memory, everything below may read what the grid before wrote, or write what it reads.
+  wait_for_prerequisite_grid();
   // A: every stage of the tile row, copied raw and split in place by the first 256 threads (the
   // lockstep kernel's mappings).
   if (threadIdx.x < kWgmmaThreads) {
@@ -425,7 +432,7 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
           split_parity ^= 1u;
         }
       }
-      commit_block_stats(portable::gemm_stats_identity(), p.stats);
+      commit_block_stats(portable::gemm_stats_identity(), p.stats, p.stats_host, p.stats_arrivals);
       return;
     }
     const int16_t* const b_data = static_cast<const int16_t*>(p.b.data);
@@ -496,7 +503,7 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
       raw_split = raw_split + kRawS16Bytes == kSlots * kRawS16Bytes ? 0u : raw_split + kRawS16Bytes;
     }
     cp_async_wait<0>();
-    commit_block_stats(portable::gemm_stats_identity(), p.stats);
+    commit_block_stats(portable::gemm_stats_identity(), p.stats, p.stats_host, p.stats_arrivals);
     return;
   }
 
@@ -729,7 +736,8 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
 
   // The last stores must have read their boxes before the CTA's shared memory goes.
   if (kBulkStores && lane == 0) tma::store_wait<0>();
-  commit_block_stats(stored_stats(stat_max, stat_min, stat_saturated), p.stats);
+  commit_block_stats(stored_stats(stat_max, stat_min, stat_saturated), p.stats, p.stats_host,
+                     p.stats_arrivals);
 #elif defined(__CUDA_ARCH__)
   __trap();  // the PTX fallback: never launched (prepare_shallow_specialized reports false)
 #endif
@@ -745,10 +753,10 @@ template <bool kAKContig, int kAStages, int kConsumers>
 void launch_specialized_one(dim3 grid, const IntegerGemmArgs& args, const CUtensorMap& c_map,
                             bool c_map_ok, const CUtensorMap& b_map, bool b_map_ok,
                             cudaStream_t stream) {
-  gemm_shallow_specialized_kernel<kAKContig, kAStages, kConsumers>
-      <<<grid, specialized_threads(kConsumers), specialized_smem_bytes(kConsumers, kAStages),
-         stream>>>(args, c_map, c_map_ok ? 1 : 0, b_map, b_map_ok ? 1 : 0);
-  FLEXKIT_CUDA_CHECK_LAUNCH("gemm_shallow_specialized_kernel");
+  launch_dependent(true, gemm_shallow_specialized_kernel<kAKContig, kAStages, kConsumers>, grid,
+                   dim3(specialized_threads(kConsumers)),
+                   specialized_smem_bytes(kConsumers, kAStages), stream, args, c_map,
+                   c_map_ok ? 1 : 0, b_map, b_map_ok ? 1 : 0);
 }
 
 }  // namespace wgmma_detail

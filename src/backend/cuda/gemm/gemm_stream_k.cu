@@ -195,7 +195,7 @@ void launch_finish_stream_k(const IntegerGemmArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(shared_tiles),
                   kWgmmaTileM * kWgmmaTileN / kStreamKFinishElements);
   // A dependent of the stream-K kernel, which lets it launch from its start.
-  launch_dependent(true, gemm_finish_stream_k_kernel, grid, dim3(kStreamKFinishThreads), stream,
+  launch_dependent(true, gemm_finish_stream_k_kernel, grid, dim3(kStreamKFinishThreads), 0, stream,
                    args);
 }
 
