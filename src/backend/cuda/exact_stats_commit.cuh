@@ -25,6 +25,23 @@ __device__ __forceinline__ void warp_reduce_stats(portable::GemmStats& s) {
   }
 }
 
+// Thread 0 of a block, after its atomics on *global, where the kernel publishes the record
+// itself (`arrivals` not null): the arrival releases this block's atomics and acquires those of
+// the blocks before it, so the last to arrive sees every block's and publishes the record.
+__device__ __forceinline__ void arrive_for_publication(portable::GemmStats* global,
+                                                       portable::GemmStats* host,
+                                                       uint32_t* arrivals) {
+  if (arrivals == nullptr) return;
+  uint32_t before;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
+               : "=r"(before)
+               : "l"(arrivals)
+               : "memory");
+  if (before != gridDim.x * gridDim.y * gridDim.z - 1) return;
+  // No system-scope fence: the host reads the copy only after an event behind this kernel.
+  publish_record(global, host, arrivals, false);
+}
+
 // Merges every thread's record into *global with one set of atomics per block. All threads of
 // the block must call it (it synchronises); blockDim.x must be a multiple of 32 and ≤ 1024.
 // With `arrivals` (a counter at 0, where the kernel is its call's only one and every block calls
@@ -60,17 +77,7 @@ __device__ __forceinline__ void commit_block_stats(portable::GemmStats local,
   if (s.value_min_key != id.value_min_key)
     atomicMin(reinterpret_cast<unsigned long long*>(&global->value_min_key),
               static_cast<unsigned long long>(s.value_min_key));
-  if (arrivals == nullptr) return;
-  // The arrival releases this block's atomics and acquires those of the blocks before it, so the
-  // last to arrive sees every block's.
-  uint32_t before;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
-               : "=r"(before)
-               : "l"(arrivals)
-               : "memory");
-  if (before != gridDim.x * gridDim.y * gridDim.z - 1) return;
-  // No system-scope fence: the host reads the copy only after an event behind this kernel.
-  publish_record(global, host, arrivals, false);
+  arrive_for_publication(global, host, arrivals);
 }
 
 // The record of the common store (flex16 out, no measuring): only max |m| and the clamped count
@@ -79,7 +86,9 @@ __device__ __forceinline__ void commit_block_stats(portable::GemmStats local,
 // a thread, as many as the rest of a finishing pass's work). Same calling rules; `saturated` is a
 // thread's count (the block's total must fit in 32 bits).
 __device__ __forceinline__ void commit_block_store_stats(uint32_t max_abs_m, uint32_t saturated,
-                                                         portable::GemmStats* global) {
+                                                         portable::GemmStats* global,
+                                                         portable::GemmStats* host = nullptr,
+                                                         uint32_t* arrivals = nullptr) {
   __shared__ uint32_t per_warp[32][2];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   max_abs_m = __reduce_max_sync(0xffffffffu, max_abs_m);
@@ -110,6 +119,7 @@ __device__ __forceinline__ void commit_block_store_stats(uint32_t max_abs_m, uin
   if (block_max != 0) atomicMax(&global->max_abs_m, static_cast<int32_t>(block_max));
   if (block_saturated != 0)
     atomicAdd(reinterpret_cast<unsigned long long*>(&global->saturated), block_saturated);
+  arrive_for_publication(global, host, arrivals);
 }
 
 }  // namespace flexkit::backend::cuda
