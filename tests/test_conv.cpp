@@ -482,6 +482,10 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       // stage, bprop of C12 K32 and of C48 K64; the ties test below: 64 rows over four stages.)
       {2, 256, 24, 32, 28, 1, 0, 1, 1, false},
       {2, 24, 256, 32, 28, 1, 0, 1, 1, false},
+      // Its wide form (up to 256 output rows over one stage, by 64-row quarters): bprop of C208
+      // K48, four quarters, the last of 16 rows (the fprop of C48 K136 above: three, the last of
+      // 8; the ties test's fprop of C64 K256: four whole ones).
+      {2, 208, 48, 16, 28, 1, 0, 1, 1, false},
       // 1×1 updates of at most 64 rows on one side (the deep-K kernel): K the larger side, with
       // two K ranges per CTA's worth of 32 768 (C48 K136 above, k 42 624) or three 128-row tiles
       // (C40 K300 above); C the larger side (C300 K40, the sides swapped); one input channel

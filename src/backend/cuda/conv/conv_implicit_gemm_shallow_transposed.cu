@@ -1,5 +1,6 @@
 // The transposed shallow kernel (gemm_shallow_transposed.cuh): 1×1 fprop and bprop of flex16
-// activations with at most 64 output rows, where the activations are a plain matrix.
+// activations with at most 64 output rows over at most four stages, or at most 256 over one,
+// where the activations are a plain matrix.
 #include <algorithm>
 #include <cstdint>
 
@@ -56,13 +57,18 @@ bool encode_c_map(const IntegerGemmArgs& args, CUtensorMap& map) {
 template <bool kAKContig>
 bool launch_direction(const IntegerGemmArgs& args, int sms, cudaStream_t stream) {
   using namespace wgmma_detail;
-  if (args.m > 64 || args.k > int64_t(kShallowMaxStages) * kWgmmaStageK) return false;
+  const bool wide = args.m > 64;
+  if (wide ? args.m > 256 || args.k > kWgmmaStageK
+           : args.k > int64_t(kShallowMaxStages) * kWgmmaStageK)
+    return false;
   CUtensorMap b_map{}, c_map{};
   if (!encode_b_map(args, b_map) || !encode_c_map(args, c_map)) return false;
   const int64_t tiles = (args.n + kTransposedTileN - 1) / kTransposedTileN;
   const int64_t ctas = std::max<int64_t>(
       1, std::min<int64_t>(sms, (tiles + kTransposedConsumers - 1) / kTransposedConsumers));
-  launch_dependent(true, gemm_shallow_transposed_kernel<kAKContig>,
+  launch_dependent(true,
+                   wide ? gemm_shallow_transposed_kernel<kAKContig, true>
+                        : gemm_shallow_transposed_kernel<kAKContig, false>,
                    dim3(static_cast<unsigned>(ctas)), dim3(kTransposedThreads),
                    transposed_smem_bytes(), stream, args, b_map, c_map);
   return true;
@@ -73,9 +79,14 @@ bool launch_direction(const IntegerGemmArgs& args, int sms, cudaStream_t stream)
 bool prepare_shallow_transposed(ImplicitKernel kernel) {
   using namespace wgmma_detail;
   if (kernel == ImplicitKernel::fprop)
-    return prepare_sm90_kernel(gemm_shallow_transposed_kernel<false>, transposed_smem_bytes());
+    return prepare_sm90_kernel(gemm_shallow_transposed_kernel<false, false>,
+                               transposed_smem_bytes()) &&
+           prepare_sm90_kernel(gemm_shallow_transposed_kernel<false, true>,
+                               transposed_smem_bytes());
   return kernel == ImplicitKernel::bprop &&
-         prepare_sm90_kernel(gemm_shallow_transposed_kernel<true>, transposed_smem_bytes());
+         prepare_sm90_kernel(gemm_shallow_transposed_kernel<true, false>,
+                             transposed_smem_bytes()) &&
+         prepare_sm90_kernel(gemm_shallow_transposed_kernel<true, true>, transposed_smem_bytes());
 }
 
 bool launch_shallow_transposed(ImplicitKernel kernel, const IntegerGemmArgs& args, int sms,

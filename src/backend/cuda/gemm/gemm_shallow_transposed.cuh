@@ -96,7 +96,12 @@ __device__ __forceinline__ void stsm_x4_trans(uint32_t address, uint32_t r0, uin
 // position g (+ 8·ph), channels 4·t + 2·h and the next: two such words are the four int16 of an
 // A-fragment register, split into high and low bytes by two byte permutes.
 // `c_map`: C as a 2-D map, boxes of 64 positions × 64 rows, 128-byte swizzle.
-template <bool kAKContig>
+//
+// kWide: up to 256 output rows over one stage (k ≤ 64: C64 K256 fprop, C256 K64 bprop, where the
+// output is four times the input). A's 16 KB blocks are then its row blocks of 128, and a tile's
+// unit is a 64-row quarter of it: the stage is read and split into fragments once, and each
+// quarter takes the same fragments against its own rows of A, then its own epilogue and store.
+template <bool kAKContig, bool kWide>
 __global__ void __launch_bounds__(kTransposedThreads, 1)
     gemm_shallow_transposed_kernel(const __grid_constant__ IntegerGemmArgs p,
                                    const __grid_constant__ CUtensorMap b_map,
@@ -114,7 +119,9 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
 
   const ConvGather& g = p.gather;
   const int stages = static_cast<int>((p.k + kWgmmaStageK - 1) / kWgmmaStageK);
-  const int rows_a = static_cast<int>(p.m);  // ≤ 64 (the host's condition)
+  const int rows_a = static_cast<int>(p.m);  // ≤ 64, or ≤ 256 where kWide (the host's condition)
+  // A's 16 KB blocks: its k stages, or (kWide: one stage) its row blocks of 128.
+  const int a_blocks = kWide ? (rows_a + 127) / 128 : stages;
 
   // Tiles of consumer c: worker c + kConsumers·blockIdx.x, then every workers-th one (neighbouring
   // workers on neighbouring tiles at any one time). Its stage q (tile q / stages, stage q %
@@ -155,10 +162,17 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
     const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
     TapWalk walk;
     walk.init(g, 0);
-    for (int s = 0; s < stages; ++s) {
-      copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes, a_tile + walk.a_offset,
-                                         a_ld, rows_a, walk.channels(g));
-      walk.advance(g);
+    for (int s = 0; s < a_blocks; ++s) {
+      if constexpr (kWide) {
+        const int rows = rows_a - 128 * s < 128 ? rows_a - 128 * s : 128;
+        copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes,
+                                           a_tile + int64_t(128 * s) * p.a.row_stride, a_ld, rows,
+                                           walk.channels(g));
+      } else {
+        copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes,
+                                           a_tile + walk.a_offset, a_ld, rows_a, walk.channels(g));
+        walk.advance(g);
+      }
     }
     cp_async_commit();
   }
@@ -177,7 +191,7 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
   {
     Splitter splitter;
     splitter.init();
-    for (int s = 0; s < stages; ++s) {
+    for (int s = 0; s < a_blocks; ++s) {
       typename Splitter::Regs r;
       const uint32_t stage_address = a_region + s * kShallowAStageBytes;
       if (threadIdx.x < kWgmmaThreads) splitter.load_a(stage_address, r);
@@ -296,15 +310,11 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
     }
   };
 
+  // A unit's epilogue, once its wgmmas are issued: its 64 positions (the consumer's tile `tile`)
+  // × 64 rows of C from row0, rounded, through the consumer's next staging box to a bulk tensor
+  // store.
   int box_turn = 0;
-#pragma unroll 1
-  for (int tile = 0; tile < my_tiles; ++tile) {
-    const int q0 = tile * stages;
-    run_stage(std::true_type{}, q0, 0);
-#pragma unroll 1
-    for (int si = 1; si < stages; ++si) run_stage(std::false_type{}, q0 + si, si);
-
-    // ---------------------------------------------------------------- the tile's epilogue
+  auto finish_unit = [&](int tile, int32_t row0) {
     wgmma::wait_group<0>();
     hold(0);
     hold(1);
@@ -313,7 +323,7 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
     wgmma::pin_registers(acc_lo);
     combine_byte_products_in_place(acc_hi, acc_mid, acc_lo, rounding);
     const uint32_t box = boxes + box_turn * kTransposedBoxBytes;
-    // The store that last read this box (kTransposedBoxes tiles ago) is done reading it.
+    // The store that last read this box (kTransposedBoxes units ago) is done reading it.
     if (issuer) tma::store_wait_read<kTransposedBoxes - 1>();
     transposed_barrier_sync(1 + consumer);
     uint32_t pair_max = 0x80008000u, pair_min = 0x7fff7fffu;
@@ -328,16 +338,61 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
     if (issuer) {
       const int32_t position0 =
           static_cast<int32_t>((int64_t(worker) + int64_t(tile) * workers) * kTransposedTileN);
-      tma::store_2d_hinted(&c_map, position0, 0, box, store_policy);
+      tma::store_2d_hinted(&c_map, position0, row0, box, store_policy);
       tma::store_commit();
     }
     box_turn = box_turn + 1 == kTransposedBoxes ? 0 : box_turn + 1;
-    const int32_t tile_max = pair_max_value(pair_max);
-    const int32_t tile_min = pair_min_value(pair_min);
-    if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM)
+    const int32_t unit_max = pair_max_value(pair_max);
+    const int32_t unit_min = pair_min_value(pair_min);
+    if (unit_max == portable::kFlex16MaxM || unit_min == portable::kFlex16MinM)
       count_clamped<32>(stat_saturated, rounded, lane, 64, true, true);
-    stat_max = max(stat_max, tile_max);
-    stat_min = min(stat_min, tile_min);
+    stat_max = max(stat_max, unit_max);
+    stat_min = min(stat_min, unit_min);
+  };
+  if constexpr (kWide) {
+    // One stage a tile: its fragments (both k32 steps) serve every quarter. The previous tile's
+    // last epilogue waited for all wgmmas, so no wgmma still reads the fragments being rewritten.
+    const int quarters = (rows_a + 63) / 64;
+#pragma unroll 1
+    for (int tile = 0; tile < my_tiles; ++tile) {
+      tma::wait(full + 8 * (tile % kSlots), static_cast<uint32_t>(tile / kSlots) & 1u);
+      load(tile);
+      split(0);
+      split(1);
+      // All four warps have read the slot: its next stage can be loaded.
+      transposed_barrier_sync(1 + consumer);
+      if (issuer && tile + kSlots < total) issue(consumer, tile + kSlots);
+#pragma unroll 1
+      for (int quarter = 0; quarter < quarters; ++quarter) {
+        // Rows 64·quarter on: row block quarter / 2, its half quarter % 2.
+        const uint32_t rows =
+            (quarter >> 1) * kShallowAStageBytes + (quarter & 1) * 64 * wgmma::kRowBytes;
+        wgmma::fence();
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const uint32_t b_step = (rows + 32 * s) >> 4;
+          const uint64_t b_hi = desc(d_a + b_step), b_lo = desc(d_a + b_step + (kPlaneBytes >> 4));
+          if (s == 0) {
+            wgmma::byte_products_rs<true>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi,
+                                          b_lo);
+          } else {
+            wgmma::byte_products_rs<false>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi,
+                                           b_lo);
+          }
+        }
+        wgmma::commit_group();
+        finish_unit(tile, 64 * quarter);
+      }
+    }
+  } else {
+#pragma unroll 1
+    for (int tile = 0; tile < my_tiles; ++tile) {
+      const int q0 = tile * stages;
+      run_stage(std::true_type{}, q0, 0);
+#pragma unroll 1
+      for (int si = 1; si < stages; ++si) run_stage(std::false_type{}, q0 + si, si);
+      finish_unit(tile, 0);
+    }
   }
 
   // The statistics need not wait for the last stores (where this kernel publishes the record, its
