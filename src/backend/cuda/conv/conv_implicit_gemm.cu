@@ -417,8 +417,9 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     gk::IntegerGemmArgs publishing = args;
     publishing.stats_host = record.host_record_on_device();
     publishing.stats_arrivals = record.arrivals();
-    // At most 64 output rows over a plain gathered operand: the transposed form, unless the
-    // warp-specialised one is asked for (FLEXKIT_CONV_KERNEL=specialized).
+    // At most 64 output rows (or 256 over one stage) over a plain gathered operand: the
+    // transposed form, unless the warp-specialised one is asked for
+    // (FLEXKIT_CONV_KERNEL=specialized).
     if (specialized && setup.gathered_is_plain && kernel_choice() == KernelChoice::automatic &&
         gk::launch_shallow_transposed(setup.kernel, publishing, sms, stream)) {
       record.published_in_kernel();
