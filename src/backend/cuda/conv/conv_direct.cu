@@ -401,50 +401,49 @@ void launch_update(Args a, cudaStream_t s, int device) {
   FLEXKIT_CUDA_CHECK_LAUNCH("conv update_finish_kernel");
 }
 
+using StatsRecord = backend::cuda::DeviceStatsRecord;
+
 }  // namespace
 
 gemm::ExactStats fprop_cuda(const ConvProblem& p, int device, void* stream) {
-  return run(p, "fprop", device, stream,
-             [&](const Args& a, cudaStream_t s, backend::cuda::DeviceStatsRecord* record) {
-               if (p.x.kind != ElementKind::f32 &&
-                   implicit_gemm_cuda(ImplicitDirection::fprop, p, device, s, *record))
-                 return;
-               switch (p.x.kind) {
-                 case ElementKind::f32:
-                   return launch_fprop<float, float, float>(a, s, device);
-                 case ElementKind::flex16:
-                   return launch_fprop<std::int16_t, std::int16_t, std::int64_t>(a, s, device);
-                 case ElementKind::u8:
-                   return launch_fprop<std::uint8_t, std::int16_t, std::int64_t>(a, s, device);
-               }
-             });
+  return run(p, "fprop", device, stream, [&](const Args& a, cudaStream_t s, StatsRecord* record) {
+    if (p.x.kind != ElementKind::f32 &&
+        implicit_gemm_cuda(ImplicitDirection::fprop, p, device, s, *record))
+      return;
+    switch (p.x.kind) {
+      case ElementKind::f32:
+        return launch_fprop<float, float, float>(a, s, device);
+      case ElementKind::flex16:
+        return launch_fprop<std::int16_t, std::int16_t, std::int64_t>(a, s, device);
+      case ElementKind::u8:
+        return launch_fprop<std::uint8_t, std::int16_t, std::int64_t>(a, s, device);
+    }
+  });
 }
 
 gemm::ExactStats bprop_cuda(const ConvProblem& p, int device, void* stream) {
   if (p.x.kind == ElementKind::u8) internal("bprop", "a u8 filter");
-  return run(p, "bprop", device, stream,
-             [&](const Args& a, cudaStream_t s, backend::cuda::DeviceStatsRecord* record) {
-               if (p.x.kind == ElementKind::f32) return launch_bprop<float, float>(a, s, device);
-               if (implicit_gemm_cuda(ImplicitDirection::bprop, p, device, s, *record)) return;
-               return launch_bprop<std::int16_t, std::int64_t>(a, s, device);
-             });
+  return run(p, "bprop", device, stream, [&](const Args& a, cudaStream_t s, StatsRecord* record) {
+    if (p.x.kind == ElementKind::f32) return launch_bprop<float, float>(a, s, device);
+    if (implicit_gemm_cuda(ImplicitDirection::bprop, p, device, s, *record)) return;
+    return launch_bprop<std::int16_t, std::int64_t>(a, s, device);
+  });
 }
 
 gemm::ExactStats update_cuda(const ConvProblem& p, int device, void* stream) {
-  return run(p, "update", device, stream,
-             [&](const Args& a, cudaStream_t s, backend::cuda::DeviceStatsRecord* record) {
-               if (p.x.kind != ElementKind::f32 &&
-                   implicit_gemm_cuda(ImplicitDirection::update, p, device, s, *record))
-                 return;
-               switch (p.x.kind) {
-                 case ElementKind::f32:
-                   return launch_update<float, float, float>(a, s, device);
-                 case ElementKind::flex16:
-                   return launch_update<std::int16_t, std::int16_t, std::int64_t>(a, s, device);
-                 case ElementKind::u8:
-                   return launch_update<std::uint8_t, std::int16_t, std::int64_t>(a, s, device);
-               }
-             });
+  return run(p, "update", device, stream, [&](const Args& a, cudaStream_t s, StatsRecord* record) {
+    if (p.x.kind != ElementKind::f32 &&
+        implicit_gemm_cuda(ImplicitDirection::update, p, device, s, *record))
+      return;
+    switch (p.x.kind) {
+      case ElementKind::f32:
+        return launch_update<float, float, float>(a, s, device);
+      case ElementKind::flex16:
+        return launch_update<std::int16_t, std::int16_t, std::int64_t>(a, s, device);
+      case ElementKind::u8:
+        return launch_update<std::uint8_t, std::int16_t, std::int64_t>(a, s, device);
+    }
+  });
 }
 
 }  // namespace flexkit::conv
