@@ -412,16 +412,17 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     // one-role kernel, for comparisons).
     const bool specialized = args.b_is_u8 == 0 && kernel_choice() != KernelChoice::lockstep;
     const dim3 grid(static_cast<unsigned>(tiles_m * ctas_per_row));
-    // The transposed and warp-specialised kernels are the call's only kernel: their last CTA
-    // publishes the statistics (no publish kernel behind them).
-    gk::IntegerGemmArgs publishing = args;
-    publishing.stats_host = record.host_record_on_device();
-    publishing.stats_arrivals = record.arrivals();
+    if (specialized) {
+      // The transposed and warp-specialised kernels are the call's only kernel: their last CTA
+      // publishes the statistics (no publish kernel behind them).
+      args.stats_host = record.host_record_on_device();
+      args.stats_arrivals = record.arrivals();
+    }
     // At most 64 output rows (or 256 over one stage) over a plain gathered operand: the
     // transposed form, unless the warp-specialised one is asked for
     // (FLEXKIT_CONV_KERNEL=specialized).
     if (specialized && setup.gathered_is_plain && kernel_choice() == KernelChoice::automatic &&
-        gk::launch_shallow_transposed(setup.kernel, publishing, sms, stream)) {
+        gk::launch_shallow_transposed(setup.kernel, args, sms, stream)) {
       record.published_in_kernel();
       if (env_is("FLEXKIT_CONV_LOG", "1"))
         std::fprintf(stderr,
@@ -433,8 +434,8 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     }
     bool b_by_tma = false;
     if (specialized) {
-      b_by_tma = gk::launch_shallow_specialized(setup.kernel, grid, publishing,
-                                                setup.gathered_is_plain, stream);
+      b_by_tma =
+          gk::launch_shallow_specialized(setup.kernel, grid, args, setup.gathered_is_plain, stream);
       record.published_in_kernel();
     } else {
       gk::launch_shallow(setup.kernel, args.b_is_u8 != 0, grid, args, stream);

@@ -27,7 +27,7 @@
 // What did, measured per call with globaltimer stamps (CTAs' start, end of setup, end): the call
 // around the kernel and the kernel's own start. A publish kernel behind it cost about 2.5 µs a
 // call (the last CTA publishes the record now, exact_stats_commit.cuh), the launch gap 1.6 µs (a
-// programmatic dependent launch now); A's setup took 1.9 µs before B's first load was issued
+// programmatic dependent launch now); A's setup took about 2 µs before B's first load was issued
 // (now B's first stages go out as soon as A's copies have); B's loads mark their lines
 // evict-first, so that the filter and the other lines in L2 stay (C64 K256 bprop 0.0384 →
 // 0.0374). Together, same process, alternating: C256 K64 fprop 0.0424 → 0.0379–0.0384, C64 K256
