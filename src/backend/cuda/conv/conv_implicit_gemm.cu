@@ -456,22 +456,14 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     plain.b = setup.plain_b;
     if (gk::deep_k_fits(plain, sms) && deep_k_prepared(device)) {
       // Both operands k-contiguous, a small output over a long K: the deep-K kernel, its sums
-      // added into a zeroed int64 workspace and finished as the K split's are.
-      const std::int64_t outputs = plain.m * plain.n;
-      backend::cuda::Scratch workspace(device,
-                                       static_cast<std::size_t>(outputs) * sizeof(std::int64_t));
-      plain.workspace = static_cast<unsigned long long*>(workspace.get());
-      FLEXKIT_CUDA_CHECK(cudaMemsetAsync(
-          workspace.get(), 0, static_cast<std::size_t>(outputs) * sizeof(std::int64_t), stream));
+      // added into a workspace of zeros and finished as the K split's are.
       if (env_is("FLEXKIT_CONV_LOG", "1"))
         std::fprintf(stderr, "flexkit conv update: deep-K kernel (m %lld n %lld k %lld)\n",
                      static_cast<long long>(plain.m), static_cast<long long>(plain.n),
                      static_cast<long long>(plain.k));
-      gk::launch_deep_k(plain, sms, stream);
-      // The finishing pass is the call's last kernel: its last CTA publishes the statistics.
       plain.stats_host = record.host_record_on_device();
       plain.stats_arrivals = record.arrivals();
-      gk::launch_finish_splits(plain, outputs, device, stream);
+      gk::launch_deep_k(plain, device, sms, stream);
       record.published_in_kernel();
       return true;
     }

@@ -19,8 +19,11 @@ bool deep_k_fits(const IntegerGemmArgs& args, int sms);
 // On the current device: raises the kernel's shared-memory limit; false without sm_90a code.
 bool prepare_deep_k();
 
-// Queues the kernel: every output's exact int64 sum is added into args.workspace (m · n int64 at
-// split_index, zeroed by the caller), to be finished by launch_finish_splits.
-void launch_deep_k(const IntegerGemmArgs& args, int sms, cudaStream_t stream);
+// Queues the kernel and its finishing pass (the call's two kernels; the first a programmatic
+// dependent of the grid before it, the device being sm_90): every output's exact int64 sum is
+// added into the stream's zeroed_workspace (args.workspace is not read), then rounded into
+// args.c, the workspace set back to zeros, and the statistics published by the finishing pass
+// (args.stats_host and args.stats_arrivals set, DeviceStatsRecord::published_in_kernel).
+void launch_deep_k(const IntegerGemmArgs& args, int device, int sms, cudaStream_t stream);
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -122,7 +122,10 @@ __global__ void __launch_bounds__(kSimpleThreads)
 }
 
 // After a split-K wgmma run: every output's exact total is in the workspace (at split_index:
-// consecutive threads take consecutive words, and so consecutive output elements).
+// consecutive threads take consecutive words, and so consecutive output elements). kZeroBehind:
+// each word is set back to 0 once read (a workspace kept zeroed between calls, which then needs
+// no memset before its kernel).
+template <bool kZeroBehind>
 __global__ void __launch_bounds__(kFinishThreads)
     gemm_finish_splits_kernel(const __grid_constant__ IntegerGemmArgs p, int64_t total) {
   wait_for_prerequisite_grid();  // a dependent launch (launch_finish_splits) starts early
@@ -134,8 +137,9 @@ __global__ void __launch_bounds__(kFinishThreads)
     const int64_t along = i % inner;
     const int64_t rest = i / inner;
     const int64_t line = rest % outer, batch = rest / outer;
-    finish_element(p, batch, by_columns ? along : line, by_columns ? line : along,
-                   static_cast<int64_t>(p.workspace[i]), stats);
+    const int64_t sum = static_cast<int64_t>(p.workspace[i]);
+    if constexpr (kZeroBehind) p.workspace[i] = 0;
+    finish_element(p, batch, by_columns ? along : line, by_columns ? line : along, sum, stats);
   }
   commit_block_stats(stats, p.stats, p.stats_host, p.stats_arrivals);
 }
@@ -444,11 +448,12 @@ WgmmaKSplit wgmma_k_split(int64_t k, int64_t ctas, int sms) {
 }
 
 void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int device,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, bool zero_behind) {
   const unsigned blocks = static_cast<unsigned>(
       std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(multiprocessors(device)) * 8));
-  launch_dependent(device_is_sm90(device), gemm_finish_splits_kernel, dim3(blocks),
-                   dim3(kFinishThreads), 0, stream, args, outputs);
+  launch_dependent(device_is_sm90(device),
+                   zero_behind ? gemm_finish_splits_kernel<true> : gemm_finish_splits_kernel<false>,
+                   dim3(blocks), dim3(kFinishThreads), 0, stream, args, outputs);
 }
 
 GemmPlanCounts plan_counts() {
@@ -601,8 +606,8 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
   if (plan.splits > 1) {
     args.batch_offset = 0;
     const int64_t total = problem.batch * m * n;
-    gk::gemm_finish_splits_kernel<<<plan.finish_blocks, gk::kFinishThreads, 0, cuda_stream>>>(
-        args, total);
+    gk::gemm_finish_splits_kernel<false>
+        <<<plan.finish_blocks, gk::kFinishThreads, 0, cuda_stream>>>(args, total);
     FLEXKIT_CUDA_CHECK_LAUNCH("gemm_finish_splits_kernel");
   }
 }
