@@ -9,8 +9,9 @@
 // smaller (the "B side"), and K's 64-deep stages into as many interleaved sets (split i takes
 // stages i, i + splits, …) as fill the machine with one CTA per multiprocessor. Each CTA runs one
 // (tile, set) and adds its exact int64 sums into the workspace (integer addition is associative:
-// the same bits in any order); gemm_finish_splits_kernel rounds them and sets the workspace back
-// to zeros, so that the next call needs no memset (zeroed_workspace.hpp).
+// the same bits in any order); the finishing pass (launch_finish_splits) rounds them. The
+// workspace is one half of the stream's alternating_workspace, all zeros: the finishing pass of
+// the call before set it back while it waited for its own kernel, so no call needs a memset.
 //
 // Measured on the H200 (1x1 56x56 update, ms per call with the workspace's memset and the
 // finishing kernel): C64 K256 0.078 → 0.047 and C256 K64 0.085 → 0.049 against the lean
@@ -21,9 +22,11 @@
 // (256 consecutive bytes of a row per request: no faster), and the kernel rounding its own
 // outputs after a cooperative launch's CTAs of a tile waited for each other (0.047 → 0.049 and
 // 0.050 → 0.054 ms: the wait for the slowest CTA cost more than the finishing kernel).
-// The call is two kernels: no memset (the finishing pass leaves the workspace zeroed) and this
-// kernel a programmatic dependent of the grid before it. Measured, same process, alternating:
-// C64 K256 0.0460–0.0465 → 0.0418–0.0419 ms, C256 K64 0.0497–0.0498 → 0.0456–0.0460. The last
+// The call is two kernels: no memset, and this kernel a programmatic dependent of the grid
+// before it. Measured, same process, alternating: C64 K256 0.0460–0.0465 → 0.0418–0.0419 ms, C256
+// K64 0.0497–0.0498 → 0.0456–0.0460 (the finishing pass then read each sum and set it back to
+// zero; clearing the other half before its wait instead: 0.0422–0.0423 → 0.0416–0.0417 and
+// 0.0420–0.0422 → 0.0414–0.0416, with the sums staged as below). The last
 // CTA of each tile rounding the tile itself (one kernel a call) measured slower: globaltimer
 // stamps put its first arrival at 38 µs, the tile's last 3–7 µs later, then its reads of the sums
 // 4.6 µs, their rounding 4.3 µs and the statistics 1.5 µs (0.050 ms a call for C64 K256).
@@ -46,6 +49,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/alternating_workspace.hpp"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/gemm/gemm_deep_k.hpp"
@@ -54,7 +58,6 @@
 #include "backend/cuda/gemm/tensor_map_encoder.hpp"
 #include "backend/cuda/gemm/tma_pipeline.cuh"
 #include "backend/cuda/gemm/wgmma_int8.cuh"
-#include "backend/cuda/zeroed_workspace.hpp"
 #include "flexkit/error.hpp"
 
 namespace flexkit::backend::cuda::gemm_kernels {
@@ -286,21 +289,42 @@ __global__ void __launch_bounds__(kThreads, 1)
   wgmma::pin_registers(acc_mid);
   wgmma::pin_registers(acc_ll);
 
-  // Accumulator i: A-side row r + 8 ((i / 2) % 2), B-side row 8 (i / 4) + 2 t4 + i % 2.
-  const int a_row0 = tile_a * kTileA + r;
-  const int b_row0 = tile_b * kTileB + 2 * t4;
+  // The CTA's 128 × 64 sums go through shared memory, so that each reduction a warp issues covers
+  // 32 consecutive words of the workspace (256 bytes, 8 sectors, two 128-byte lines). Straight
+  // from the accumulator layout one instruction spans 8 rows × 4 words: 16 sectors where the
+  // workspace runs along the B side, 8 sectors in four lines where it runs along the A side.
+  // Measured on the H200 (1x1 56x56 update, ms a call, same process, alternating): C256 K64
+  // 0.0457–0.0459 → 0.0414–0.0416, C64 K256 0.0419–0.0421 → 0.0416–0.0417.
+  // Every consumer is past its last read of the raw ring, and no load is in flight.
+  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+  uint64_t* const staged = reinterpret_cast<uint64_t*>(smem);
+  // Word (a, b) of the block (a < 128 on the A side, b < 64 on the B side) at a · 64 + (b ^ (a %
+  // 16)): 32 consecutive a at one b, or 32 consecutive b at one a, fall in 16 different 8-byte
+  // bank pairs per half-warp.
+  auto at = [](int a, int b) { return a * kTileB + (b ^ (a & 15)); };
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
-    const int a_row = a_row0 + 8 * ((i >> 1) & 1);
-    const int b_row = b_row0 + 8 * (i >> 2) + (i & 1);
-    if (a_row >= schedule.a_rows || b_row >= schedule.b_rows) continue;
-    const int64_t sum = int64_t(int32_t(acc_hh[i])) * 65536 + int64_t(int32_t(acc_mid[i])) * 256 +
-                        int64_t(int32_t(acc_ll[i]));
-    if (schedule.swapped) {
-      add_partial(p, 0, b_row, a_row, sum);
-    } else {
-      add_partial(p, 0, a_row, b_row, sum);
-    }
+    const int a = r + 8 * ((i >> 1) & 1), b = 8 * (i >> 2) + 2 * t4 + (i & 1);
+    staged[at(a, b)] =
+        static_cast<uint64_t>(int64_t(int32_t(acc_hh[i])) * 65536 +
+                              int64_t(int32_t(acc_mid[i])) * 256 + int64_t(int32_t(acc_ll[i])));
+  }
+  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+  const bool along_b = (schedule.swapped != 0) == rows_are_unit_stride(p.c);
+  const int consumer_warp = consumer * 4 + warp;  // 0 … 7
+  const int a0 = tile_a * kTileA, b0 = tile_b * kTileB;
+  // Run j of this warp (32 of the block's 256): 32 words along the workspace's unit stride.
+#pragma unroll 4
+  for (int j = 0; j < 32; ++j) {
+    const int run = consumer_warp * 32 + j;
+    const int a = along_b ? run >> 1 : 32 * (run & 3) + lane;
+    const int b = along_b ? 32 * (run & 1) + lane : run >> 2;
+    const uint64_t sum = staged[at(a, b)];
+    const int a_row = a0 + a, b_row = b0 + b;
+    if (sum == 0 || a_row >= schedule.a_rows || b_row >= schedule.b_rows) continue;
+    const int64_t index = along_b ? int64_t(a_row) * schedule.b_rows + b_row
+                                  : int64_t(b_row) * schedule.a_rows + a_row;
+    atomicAdd(p.workspace + index, static_cast<unsigned long long>(sum));
   }
 #endif
 }
@@ -339,8 +363,9 @@ bool prepare_deep_k() {
 void launch_deep_k(const IntegerGemmArgs& call, int device, int sms, cudaStream_t stream) {
   using namespace deep_k_detail;
   IntegerGemmArgs args = call;
-  args.workspace = static_cast<unsigned long long*>(zeroed_workspace(
-      device, stream, static_cast<std::size_t>(args.m * args.n) * sizeof(int64_t)));
+  const AlternatingWorkspace workspace =
+      alternating_workspace(device, stream, static_cast<std::size_t>(args.m * args.n));
+  args.workspace = workspace.sums;
   const bool swapped = args.n > args.m;
   const OperandView& a_side = swapped ? args.b : args.a;
   const OperandView& b_side = swapped ? args.a : args.b;
@@ -365,7 +390,8 @@ void launch_deep_k(const IntegerGemmArgs& call, int device, int sms, cudaStream_
                    schedule);
   // The call's last kernel: rounds the sums, sets the workspace back to zeros, and its last CTA
   // publishes the statistics.
-  launch_finish_splits(args, args.m * args.n, device, stream, true);
+  launch_finish_splits(args, args.m * args.n, device, stream, workspace.stale,
+                       workspace.stale_words);
 }
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

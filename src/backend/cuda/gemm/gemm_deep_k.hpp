@@ -21,9 +21,10 @@ bool prepare_deep_k();
 
 // Queues the kernel and its finishing pass (the call's two kernels; the first a programmatic
 // dependent of the grid before it, the device being sm_90): every output's exact int64 sum is
-// added into the stream's zeroed_workspace (args.workspace is not read), then rounded into
-// args.c, the workspace set back to zeros, and the statistics published by the finishing pass
-// (args.stats_host and args.stats_arrivals set, DeviceStatsRecord::published_in_kernel).
+// added into a half of the stream's alternating_workspace (args.workspace is not read), then
+// rounded into args.c by the finishing pass, which also sets the other half (the call before's
+// sums) back to zeros and publishes the statistics (args.stats_host and args.stats_arrivals set,
+// DeviceStatsRecord::published_in_kernel).
 void launch_deep_k(const IntegerGemmArgs& args, int device, int sms, cudaStream_t stream);
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

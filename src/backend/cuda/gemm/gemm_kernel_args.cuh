@@ -126,6 +126,43 @@ __device__ __forceinline__ void finish_element(const IntegerGemmArgs& p, int64_t
   portable::gemm_stats_store(stats, code);
 }
 
+// Whether every output of the call takes the common epilogue (flex16 out, alpha 1, beta 0, a right
+// shift the branch-free rounding covers, no measuring): the finishing passes' fast form.
+__host__ __device__ __forceinline__ bool finishes_by_right_shift(const IntegerGemmArgs& p) {
+  return !p.out_is_f32 && !p.measure && !p.epilogue.reads_old &&
+         portable::gemm_rounds_by_right_shift(p.epilogue, p.k);
+}
+
+// Four consecutive outputs of one line through the common epilogue (flex16 out, alpha 1, beta
+// 0, a right shift: the finishing passes' fast store; portable::gemm_rounds_by_right_shift),
+// `valid` of them inside the tile: branch-free rounding, and one 8-byte store where all four are
+// inside and the line runs along the output's unit stride. The statistics go into max_abs and
+// saturated.
+__device__ __forceinline__ void finish_four_shifted(const IntegerGemmArgs& p, int16_t* out,
+                                                    int64_t along_stride, int64_t valid,
+                                                    const int64_t (&total)[4], uint32_t& max_abs,
+                                                    uint32_t& saturated) {
+  portable::Flex16Code code[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    code[k] = portable::gemm_round_shift_right(total[k], p.epilogue.scale);
+    if (k < valid) {
+      const uint32_t a = static_cast<uint32_t>(code[k].m < 0 ? -int32_t(code[k].m) : code[k].m);
+      max_abs = a > max_abs ? a : max_abs;
+      saturated += code[k].saturated ? 1u : 0u;
+    }
+  }
+  if (valid >= 4 && along_stride == 1 && (reinterpret_cast<uintptr_t>(out) & 7) == 0) {
+    *reinterpret_cast<uint2*>(out) =
+        make_uint2(uint32_t(uint16_t(code[0].m)) | (uint32_t(uint16_t(code[1].m)) << 16),
+                   uint32_t(uint16_t(code[2].m)) | (uint32_t(uint16_t(code[3].m)) << 16));
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    if (k < valid) out[k * along_stride] = code[k].m;
+}
+
 // Where a K split's exact total of output (batch, row, col) waits in the workspace: row-major
 // ([batch][m][n]), or column-major ([batch][n][m]) where the output's rows are its unit stride,
 // so that the finishing pass reads and writes consecutive elements with consecutive threads.

@@ -23,35 +23,6 @@ struct FinishSetup {
   int64_t first_cta, last_cta;
 };
 
-// Four consecutive outputs of one line through the common epilogue (flex16 out, alpha 1, beta
-// 0, a right shift: finish_tile's fast store; portable::gemm_rounds_by_right_shift), `valid` of
-// them inside the tile: branch-free rounding, and one 8-byte store where all four are inside and
-// the line runs along the output's unit stride. The statistics go into max_abs and saturated.
-__device__ __forceinline__ void finish_four_shifted(const IntegerGemmArgs& p, int16_t* out,
-                                                    int64_t along_stride, int64_t valid,
-                                                    const int64_t (&total)[4], uint32_t& max_abs,
-                                                    uint32_t& saturated) {
-  portable::Flex16Code code[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    code[k] = portable::gemm_round_shift_right(total[k], p.epilogue.scale);
-    if (k < valid) {
-      const uint32_t a = static_cast<uint32_t>(code[k].m < 0 ? -int32_t(code[k].m) : code[k].m);
-      max_abs = a > max_abs ? a : max_abs;
-      saturated += code[k].saturated ? 1u : 0u;
-    }
-  }
-  if (valid >= 4 && along_stride == 1 && (reinterpret_cast<uintptr_t>(out) & 7) == 0) {
-    *reinterpret_cast<uint2*>(out) =
-        make_uint2(uint32_t(uint16_t(code[0].m)) | (uint32_t(uint16_t(code[1].m)) << 16),
-                   uint32_t(uint16_t(code[2].m)) | (uint32_t(uint16_t(code[3].m)) << 16));
-    return;
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k)
-    if (k < valid) out[k * along_stride] = code[k].m;
-}
-
 // Blocks of kStreamKFinishElements consecutive words (8 lines) of one shared tile each. A slot
 // holds its tile row-major, or column-major where the output's rows are unit stride (parked that
 // way by finish_tile): consecutive threads read consecutive words and write along the output's
@@ -134,9 +105,7 @@ __global__ void __launch_bounds__(kStreamKFinishThreads, 4)
   }
   const bool by_columns = rows_are_unit_stride(p.c);
   const int line = first / kWgmmaTileN, along = first % kWgmmaTileN;  // 4 | 128: one line
-  const portable::GemmEpilogue& e = p.epilogue;
-  if (!p.out_is_f32 && !p.measure && e.integer_only && !e.reads_old && e.scale >= 1 &&
-      e.scale <= 62 && p.k < (int64_t(1) << 32)) {
+  if (finishes_by_right_shift(p)) {
     const int64_t r = by_columns ? along : line, c = by_columns ? line : along;
     const int64_t line_extent = by_columns ? s.cols : s.rows;
     const int64_t along_extent = by_columns ? s.rows : s.cols;

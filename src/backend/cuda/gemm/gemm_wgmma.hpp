@@ -67,9 +67,11 @@ WgmmaKSplit wgmma_k_split(int64_t k, int64_t ctas, int sms);
 
 // Finishes the int64 split-K workspace of `args` (args.splits > 1): the first `outputs`
 // accumulators ([batch][m][n]) through the epilogue into args.c, statistics into args.stats.
-// zero_behind: sets each accumulator back to 0 once read (a zeroed_workspace).
+// Before it waits for the kernel that adds into the workspace, it sets clear_words (even) words
+// at `clear` to zeros (an alternating_workspace's stale half).
 void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int device,
-                          cudaStream_t stream, bool zero_behind = false);
+                          cudaStream_t stream, unsigned long long* clear = nullptr,
+                          std::size_t clear_words = 0);
 
 // The register-A kernel (gemm_wgmma_rs.cu): same tile, stage depth and K-chunk rules as above,
 // for a k-contiguous A only; B k- or n-contiguous. A and B through the raw cp.async ring
