@@ -455,6 +455,9 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
       {2, 200, 136, 16, 10, 1, 0, 1, 1, true},
       {2, 48, 136, 32, 36, 1, 0, 1, 1, false},
       {2, 12, 32, 16, 12, 1, 0, 1, 1, false},
+      // An update of 64 × 300 sums, more than the deep-K workspace halves hold after the cases
+      // above: they grow (queued calls finish, new zeroed halves), between calls that alternate.
+      {2, 64, 300, 8, 12, 1, 0, 1, 1, false},
       // The warp-specialised kernel's bulk tensor stores (the input is in × (in + 1)), with
       // three consumers over one stage (C40 K56) and two over two or three stages (C136 K72):
       // a last column tile of 80 columns (9x10 N8: the map leaves out the rest) and of 64 (8x9
