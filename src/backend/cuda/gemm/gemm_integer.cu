@@ -160,19 +160,17 @@ __global__ void __launch_bounds__(kFinishThreads)
 // fields of the record. Measured on the H200 (1x1 56x56 update, the deep-K kernel's adds switched
 // off so that the pass is what changes): 0.0416–0.0420 → 0.0407 ms a call for either layer.
 constexpr int kFinishPerThread = 4;
-__global__ void __launch_bounds__(kFinishThreads)
-    gemm_finish_splits_shifted_kernel(const __grid_constant__ IntegerGemmArgs p, uint32_t total,
-                                      unsigned long long* clear, uint32_t clear_words) {
+// The shifted passes' loop: words first, first + step, … (each the first of four, below total)
+// of the workspace, rounded into the output; their statistics into max_abs and saturated.
+__device__ __forceinline__ void finish_shifted_words(const IntegerGemmArgs& p, uint32_t first,
+                                                     uint32_t step, uint32_t total,
+                                                     uint32_t& max_abs, uint32_t& saturated) {
   const bool by_columns = rows_are_unit_stride(p.c);
   const uint32_t inner = static_cast<uint32_t>(by_columns ? p.m : p.n);
   const uint32_t outer = static_cast<uint32_t>(by_columns ? p.n : p.m);
   const int64_t along_stride = by_columns ? p.c.row_stride : p.c.col_stride;
   const int64_t line_stride = by_columns ? p.c.col_stride : p.c.row_stride;
-  uint32_t max_abs = 0, saturated = 0;
-  clear_stale_sums(clear, clear_words);
-  wait_for_prerequisite_grid();  // a dependent launch (launch_finish_splits) starts early
-  for (uint32_t i = (blockIdx.x * kFinishThreads + threadIdx.x) * kFinishPerThread; i < total;
-       i += gridDim.x * kFinishThreads * kFinishPerThread) {
+  for (uint32_t i = first; i < total; i += step) {
     const uint32_t along = i % inner, rest = i / inner;
     const uint32_t line = rest % outer, batch = rest / outer;
     const ulonglong2* const at = reinterpret_cast<const ulonglong2*>(p.workspace + i);
@@ -184,6 +182,15 @@ __global__ void __launch_bounds__(kFinishThreads)
                          int64_t(line) * line_stride + int64_t(along) * along_stride;
     finish_four_shifted(p, out, along_stride, kFinishPerThread, sums, max_abs, saturated);
   }
+}
+__global__ void __launch_bounds__(kFinishThreads)
+    gemm_finish_splits_shifted_kernel(const __grid_constant__ IntegerGemmArgs p, uint32_t total,
+                                      unsigned long long* clear, uint32_t clear_words) {
+  uint32_t max_abs = 0, saturated = 0;
+  clear_stale_sums(clear, clear_words);
+  wait_for_prerequisite_grid();  // a dependent launch (launch_finish_splits) starts early
+  finish_shifted_words(p, (blockIdx.x * kFinishThreads + threadIdx.x) * kFinishPerThread,
+                       gridDim.x * kFinishThreads * kFinishPerThread, total, max_abs, saturated);
   commit_block_store_stats(max_abs, saturated, p.stats, p.stats_host, p.stats_arrivals);
 }
 
@@ -212,11 +219,6 @@ __global__ void __launch_bounds__(kClusterFinishThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ uint32_t warp_stats[kClusterFinishThreads / 32][2];
   __shared__ uint32_t block_stats[2];
-  const bool by_columns = rows_are_unit_stride(p.c);
-  const uint32_t inner = static_cast<uint32_t>(by_columns ? p.m : p.n);
-  const uint32_t outer = static_cast<uint32_t>(by_columns ? p.n : p.m);
-  const int64_t along_stride = by_columns ? p.c.row_stride : p.c.col_stride;
-  const int64_t line_stride = by_columns ? p.c.col_stride : p.c.row_stride;
   uint32_t max_abs = 0, saturated = 0;
   clear_stale_sums(clear, clear_words);
   wait_for_prerequisite_grid();
@@ -233,19 +235,9 @@ __global__ void __launch_bounds__(kClusterFinishThreads)
     record.value_min_key =
         __ldcg(reinterpret_cast<const unsigned long long*>(&p.stats->value_min_key));
   }
-  for (uint32_t i = (blockIdx.x * kClusterFinishThreads + threadIdx.x) * kFinishPerThread;
-       i < total; i += kClusterFinishBlocks * kClusterFinishThreads * kFinishPerThread) {
-    const uint32_t along = i % inner, rest = i / inner;
-    const uint32_t line = rest % outer, batch = rest / outer;
-    const ulonglong2* const at = reinterpret_cast<const ulonglong2*>(p.workspace + i);
-    const ulonglong2 low = at[0], high = at[1];
-    const int64_t sums[kFinishPerThread] = {
-        static_cast<int64_t>(low.x), static_cast<int64_t>(low.y), static_cast<int64_t>(high.x),
-        static_cast<int64_t>(high.y)};
-    int16_t* const out = static_cast<int16_t*>(p.c.data) + int64_t(batch) * p.c.batch_stride +
-                         int64_t(line) * line_stride + int64_t(along) * along_stride;
-    finish_four_shifted(p, out, along_stride, kFinishPerThread, sums, max_abs, saturated);
-  }
+  finish_shifted_words(p, (blockIdx.x * kClusterFinishThreads + threadIdx.x) * kFinishPerThread,
+                       kClusterFinishBlocks * kClusterFinishThreads * kFinishPerThread, total,
+                       max_abs, saturated);
   max_abs = __reduce_max_sync(0xffffffffu, max_abs);
   saturated = __reduce_add_sync(0xffffffffu, saturated);
   const int warp = threadIdx.x >> 5;
