@@ -363,9 +363,6 @@ bool prepare_deep_k() {
 void launch_deep_k(const IntegerGemmArgs& call, int device, int sms, cudaStream_t stream) {
   using namespace deep_k_detail;
   IntegerGemmArgs args = call;
-  const AlternatingWorkspace workspace =
-      alternating_workspace(device, stream, static_cast<std::size_t>(args.m * args.n));
-  args.workspace = workspace.sums;
   const bool swapped = args.n > args.m;
   const OperandView& a_side = swapped ? args.b : args.a;
   const OperandView& b_side = swapped ? args.a : args.b;
@@ -385,10 +382,15 @@ void launch_deep_k(const IntegerGemmArgs& call, int device, int sms, cudaStream_
   Maps maps;
   maps.a_side = encode(a_side, schedule.a_rows, args.k, kTileA);
   maps.b_side = encode(b_side, schedule.b_rows, args.k, kTileB);
+  // Taken once nothing but the two launches is left: taking it swaps the halves for the next
+  // call, which then counts on this call's finishing pass to clear the stale one.
+  const AlternatingWorkspace workspace =
+      alternating_workspace(device, stream, static_cast<std::size_t>(args.m * args.n));
+  args.workspace = workspace.sums;
   const dim3 grid(static_cast<unsigned>(int64_t(schedule.pairs) * splits));
   launch_dependent(true, gemm_deep_k_kernel, grid, dim3(kThreads), kSmemBytes, stream, args, maps,
                    schedule);
-  // The call's last kernel: rounds the sums, sets the workspace back to zeros, and its last CTA
+  // The call's last kernel: rounds the sums, clears the other half (the call before's sums), and
   // publishes the statistics.
   launch_finish_splits(args, args.m * args.n, device, stream, workspace.stale,
                        workspace.stale_words);
