@@ -85,10 +85,14 @@ __device__ __forceinline__ void commit_block_stats(portable::GemmStats local,
 // (commit_block_stats shuffles all six fields, 64-bit ones in two halves: about 175 instructions
 // a thread, as many as the rest of a finishing pass's work). Same calling rules; `saturated` is a
 // thread's count (the block's total must fit in 32 bits).
-__device__ __forceinline__ void commit_block_store_stats(uint32_t max_abs_m, uint32_t saturated,
-                                                         portable::GemmStats* global,
-                                                         portable::GemmStats* host = nullptr,
-                                                         uint32_t* arrivals = nullptr) {
+// The block's max |m| and clamped count from every thread's own, in thread 0 (the other threads
+// get zeros). Every thread of the block calls it.
+struct BlockStoreStats {
+  uint32_t max_abs_m;
+  unsigned long long saturated;
+};
+__device__ __forceinline__ BlockStoreStats reduce_block_store_stats(uint32_t max_abs_m,
+                                                                    uint32_t saturated) {
   __shared__ uint32_t per_warp[32][2];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   max_abs_m = __reduce_max_sync(0xffffffffu, max_abs_m);
@@ -108,17 +112,25 @@ __device__ __forceinline__ void commit_block_store_stats(uint32_t max_abs_m, uin
     per_warp[warp][1] = saturated;
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  uint32_t block_max = 0;
-  unsigned long long block_saturated = 0;
+  BlockStoreStats block{0, 0};
+  if (threadIdx.x != 0) return block;
   for (int w = 0; w < warps; ++w) {
-    block_max = per_warp[w][0] > block_max ? per_warp[w][0] : block_max;
-    block_saturated += per_warp[w][1];
+    block.max_abs_m = per_warp[w][0] > block.max_abs_m ? per_warp[w][0] : block.max_abs_m;
+    block.saturated += per_warp[w][1];
   }
+  return block;
+}
+
+__device__ __forceinline__ void commit_block_store_stats(uint32_t max_abs_m, uint32_t saturated,
+                                                         portable::GemmStats* global,
+                                                         portable::GemmStats* host = nullptr,
+                                                         uint32_t* arrivals = nullptr) {
+  const BlockStoreStats block = reduce_block_store_stats(max_abs_m, saturated);
+  if (threadIdx.x != 0) return;
   // The identity record has max_abs_m 0 and saturated 0: skipping those is exact.
-  if (block_max != 0) atomicMax(&global->max_abs_m, static_cast<int32_t>(block_max));
-  if (block_saturated != 0)
-    atomicAdd(reinterpret_cast<unsigned long long*>(&global->saturated), block_saturated);
+  if (block.max_abs_m != 0) atomicMax(&global->max_abs_m, static_cast<int32_t>(block.max_abs_m));
+  if (block.saturated != 0)
+    atomicAdd(reinterpret_cast<unsigned long long*>(&global->saturated), block.saturated);
   arrive_for_publication(global, host, arrivals);
 }
 

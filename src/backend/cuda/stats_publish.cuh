@@ -15,10 +15,10 @@ namespace flexkit::backend::cuda {
 // `arrivals` (the blocks' counter of an in-kernel publication, or null) is set back to 0 too.
 // `system_fence`: make the host copy visible before the kernel ends (a kernel's writes to
 // mapped memory are visible to the host once an event behind it has completed anyway).
-__device__ __forceinline__ void publish_record(portable::GemmStats* record,
-                                               portable::GemmStats* host, uint32_t* arrivals,
-                                               bool system_fence = true) {
-  // Read from L2, where the other blocks' atomics are (never from this SM's L1).
+// A record as the blocks' atomics left it: read from L2, where those are (never from this SM's
+// L1).
+__device__ __forceinline__ portable::GemmStats load_record_from_l2(
+    const portable::GemmStats* record) {
   portable::GemmStats s;
   s.max_abs_m = __ldcg(&record->max_abs_m);
   s.pad = 0;
@@ -27,7 +27,13 @@ __device__ __forceinline__ void publish_record(portable::GemmStats* record,
   s.acc_min = __ldcg(reinterpret_cast<const long long*>(&record->acc_min));
   s.value_max_key = __ldcg(reinterpret_cast<const unsigned long long*>(&record->value_max_key));
   s.value_min_key = __ldcg(reinterpret_cast<const unsigned long long*>(&record->value_min_key));
-  *host = s;
+  return s;
+}
+
+__device__ __forceinline__ void publish_record(portable::GemmStats* record,
+                                               portable::GemmStats* host, uint32_t* arrivals,
+                                               bool system_fence = true) {
+  *host = load_record_from_l2(record);
   *record = portable::gemm_stats_identity();
   if (arrivals != nullptr) *arrivals = 0;
   if (system_fence) __threadfence_system();

@@ -204,20 +204,20 @@ constexpr int kClusterFinishBlocks = 8;  // a portable cluster size
 constexpr int kClusterFinishThreads = 512;
 constexpr int64_t kClusterFinishMaxOutputs = 4 * kClusterFinishBlocks * kClusterFinishThreads;
 
-__device__ __forceinline__ void cluster_sync_all() {
+// (Defined only where the kernel below uses it: the host pass would warn of an unused function.)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void cluster_sync_all() {
   asm volatile(
       "barrier.cluster.arrive.release.aligned;\n"
       "barrier.cluster.wait.acquire.aligned;\n" ::
           : "memory");
-#endif
 }
+#endif
 
 __global__ void __launch_bounds__(kClusterFinishThreads)
     gemm_finish_splits_cluster_kernel(const __grid_constant__ IntegerGemmArgs p, uint32_t total,
                                       unsigned long long* clear, uint32_t clear_words) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __shared__ uint32_t warp_stats[kClusterFinishThreads / 32][2];
   __shared__ uint32_t block_stats[2];
   uint32_t max_abs = 0, saturated = 0;
   clear_stale_sums(clear, clear_words);
@@ -225,35 +225,15 @@ __global__ void __launch_bounds__(kClusterFinishThreads)
   // The record as the call's earlier kernels left it, read while the sums load.
   const bool publisher = blockIdx.x == 0 && threadIdx.x == 0;
   portable::GemmStats record{};
-  if (publisher) {
-    record.max_abs_m = __ldcg(&p.stats->max_abs_m);
-    record.saturated = __ldcg(reinterpret_cast<const unsigned long long*>(&p.stats->saturated));
-    record.acc_max = __ldcg(reinterpret_cast<const long long*>(&p.stats->acc_max));
-    record.acc_min = __ldcg(reinterpret_cast<const long long*>(&p.stats->acc_min));
-    record.value_max_key =
-        __ldcg(reinterpret_cast<const unsigned long long*>(&p.stats->value_max_key));
-    record.value_min_key =
-        __ldcg(reinterpret_cast<const unsigned long long*>(&p.stats->value_min_key));
-  }
+  if (publisher) record = load_record_from_l2(p.stats);
   finish_shifted_words(p, (blockIdx.x * kClusterFinishThreads + threadIdx.x) * kFinishPerThread,
                        kClusterFinishBlocks * kClusterFinishThreads * kFinishPerThread, total,
                        max_abs, saturated);
-  max_abs = __reduce_max_sync(0xffffffffu, max_abs);
-  saturated = __reduce_add_sync(0xffffffffu, saturated);
-  const int warp = threadIdx.x >> 5;
-  if ((threadIdx.x & 31) == 0) {
-    warp_stats[warp][0] = max_abs;
-    warp_stats[warp][1] = saturated;
-  }
-  __syncthreads();
+  const BlockStoreStats block = reduce_block_store_stats(max_abs, saturated);
   if (threadIdx.x == 0) {
-    uint32_t block_max = 0, block_saturated = 0;
-    for (int w = 0; w < kClusterFinishThreads / 32; ++w) {
-      block_max = warp_stats[w][0] > block_max ? warp_stats[w][0] : block_max;
-      block_saturated += warp_stats[w][1];
-    }
-    block_stats[0] = block_max;
-    block_stats[1] = block_saturated;
+    block_stats[0] = block.max_abs_m;
+    // At most kClusterFinishMaxOutputs values a cluster: the block's count fits in 32 bits.
+    block_stats[1] = static_cast<uint32_t>(block.saturated);
   }
   cluster_sync_all();
   if (publisher) {

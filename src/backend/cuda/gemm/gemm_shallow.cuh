@@ -241,6 +241,25 @@ struct ThreadStash {
   }
 };
 
+// A's raw int16 blocks (`blocks` of kShallowAStageBytes from a_region, copied and landed) split in
+// place into their high and low byte planes by the block's first 256 threads, then made visible
+// to the wgmmas (the async proxy). Every thread of the block calls it: it holds barriers.
+template <bool kAKContig>
+__device__ __forceinline__ void split_a_blocks_in_place(uint32_t a_region, int blocks) {
+  using Splitter = LeanSplitter<false, kAKContig, false, kWgmmaTileN>;
+  Splitter splitter;
+  splitter.init();
+  for (int s = 0; s < blocks; ++s) {
+    typename Splitter::Regs r;
+    const uint32_t block_address = a_region + s * kShallowAStageBytes;
+    if (threadIdx.x < kWgmmaThreads) splitter.load_a(block_address, r);
+    __syncthreads();
+    if (threadIdx.x < kWgmmaThreads) splitter.a.store(r.a, block_address);
+  }
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+}
+
 // p.k = 64 · stages (taps · channel blocks ≤ kShallowMaxStages); p.tiles_m divides gridDim.x:
 // CTA b owns tile row b % tiles_m and columns b / tiles_m, + gridDim.x / tiles_m, …
 // The host sends only flex16 outputs with alpha 1, beta 0 and no K split, a unit column stride

@@ -267,7 +267,6 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
                                     const __grid_constant__ CUtensorMap c_map, int c_map_ok,
                                     const __grid_constant__ CUtensorMap b_map, int b_map_ok) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Splitter = LeanSplitter<false, kAKContig, false, kWgmmaTileN>;
   constexpr int kSlots = specialized_raw_slots(kAStages);
   constexpr int kPlanes = kSpecializedPlaneSlots;
   constexpr uint32_t kStagePlaneBytes = 2 * kPlaneBytes;
@@ -353,19 +352,7 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
     cp_async_wait<0>();
   }
   __syncthreads();
-  {
-    Splitter splitter;
-    splitter.init();
-    for (int s = 0; s < stages; ++s) {
-      typename Splitter::Regs r;
-      const uint32_t stage_address = a_region + s * kShallowAStageBytes;
-      if (threadIdx.x < kWgmmaThreads) splitter.load_a(stage_address, r);
-      __syncthreads();
-      if (threadIdx.x < kWgmmaThreads) splitter.a.store(r.a, stage_address);
-    }
-  }
-  wgmma::fence_proxy_async_shared();
-  __syncthreads();
+  split_a_blocks_in_place<kAKContig>(a_region, stages);
 
   // Broadcast from lane 0, so that the compiler knows it is the same in the whole warp: the
   // consumers' wgmma descriptors, formed from it per unit, then stay in uniform registers.

@@ -107,7 +107,6 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
                                    const __grid_constant__ CUtensorMap b_map,
                                    const __grid_constant__ CUtensorMap c_map) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Splitter = LeanSplitter<false, kAKContig, false, kWgmmaTileN>;
   constexpr int kSlots = kTransposedSlots;
 
   extern __shared__ unsigned char smem_raw[];
@@ -188,19 +187,7 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
   }
   if (threadIdx.x < kWgmmaThreads) cp_async_wait<0>();
   __syncthreads();
-  {
-    Splitter splitter;
-    splitter.init();
-    for (int s = 0; s < a_blocks; ++s) {
-      typename Splitter::Regs r;
-      const uint32_t stage_address = a_region + s * kShallowAStageBytes;
-      if (threadIdx.x < kWgmmaThreads) splitter.load_a(stage_address, r);
-      __syncthreads();
-      if (threadIdx.x < kWgmmaThreads) splitter.a.store(r.a, stage_address);
-    }
-  }
-  wgmma::fence_proxy_async_shared();
-  __syncthreads();
+  split_a_blocks_in_place<kAKContig>(a_region, a_blocks);
 
   // Broadcast from lane 0: the compiler then knows it is the same in the whole warp.
   const int consumer = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
