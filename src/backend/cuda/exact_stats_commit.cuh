@@ -80,11 +80,6 @@ __device__ __forceinline__ void commit_block_stats(portable::GemmStats local,
   arrive_for_publication(global, host, arrivals);
 }
 
-// The record of the common store (flex16 out, no measuring): only max |m| and the clamped count
-// change, so only they are reduced, by the warps' reduce instructions where the device has them
-// (commit_block_stats shuffles all six fields, 64-bit ones in two halves: about 175 instructions
-// a thread, as many as the rest of a finishing pass's work). Same calling rules; `saturated` is a
-// thread's count (the block's total must fit in 32 bits).
 // The block's max |m| and clamped count from every thread's own, in thread 0 (the other threads
 // get zeros). Every thread of the block calls it.
 struct BlockStoreStats {
@@ -121,6 +116,11 @@ __device__ __forceinline__ BlockStoreStats reduce_block_store_stats(uint32_t max
   return block;
 }
 
+// The record of the common store (flex16 out, no measuring): only max |m| and the clamped count
+// change, so only they are reduced, by the warps' reduce instructions where the device has them
+// (commit_block_stats shuffles all six fields, 64-bit ones in two halves: about 175 instructions
+// a thread, as many as the rest of a finishing pass's work). Same calling rules; `saturated` is a
+// thread's count (the block's total must fit in 32 bits).
 __device__ __forceinline__ void commit_block_store_stats(uint32_t max_abs_m, uint32_t saturated,
                                                          portable::GemmStats* global,
                                                          portable::GemmStats* host = nullptr,

@@ -12,9 +12,6 @@
 
 namespace flexkit::backend::cuda {
 
-// `arrivals` (the blocks' counter of an in-kernel publication, or null) is set back to 0 too.
-// `system_fence`: make the host copy visible before the kernel ends (a kernel's writes to
-// mapped memory are visible to the host once an event behind it has completed anyway).
 // A record as the blocks' atomics left it: read from L2, where those are (never from this SM's
 // L1).
 __device__ __forceinline__ portable::GemmStats load_record_from_l2(
@@ -30,6 +27,9 @@ __device__ __forceinline__ portable::GemmStats load_record_from_l2(
   return s;
 }
 
+// `arrivals` (the blocks' counter of an in-kernel publication, or null) is set back to 0 too.
+// `system_fence`: make the host copy visible before the kernel ends (a kernel's writes to
+// mapped memory are visible to the host once an event behind it has completed anyway).
 __device__ __forceinline__ void publish_record(portable::GemmStats* record,
                                                portable::GemmStats* host, uint32_t* arrivals,
                                                bool system_fence = true) {
