@@ -9,7 +9,8 @@
 //   NeuronGradients g = neuron_backward(lif, *f.residuals, {{"s", grad_s}});
 //   // g.inputs["x"], g.initial_states["v"], g.params[...] (learnable parameters)
 //
-// Sequences are [T, *shape] and states [*shape]; every element of *shape is one neuron.
+// Sequences are [T, *shape] (or T at another axis, NeuronStorage::time_axis) and states
+// [*shape]; every element of *shape is one neuron.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -44,6 +45,11 @@ struct NeuronStorage {
   DType residual_dtype = DType::f32;  // what training_forward keeps for backward
   int flex16_iwl = 4;
   bool keep_state_sequences = false;  // training_forward: also return the state sequences
+  // Where T sits in every sequence the call reads and writes: 0 is [T, *shape]; k > 0 is
+  // [shape[0..k), T, shape[k..)], so that a network's (C, H, W, T, N) or (F, T, N) activations
+  // are read and written in place. States, final states, per-neuron params and initial-state
+  // gradients stay [*shape] (shape = the sequence shape without the time axis).
+  int time_axis = 0;
 };
 
 // A parameter's role: fixed ones are compiled into the kernel; learnable and per-neuron ones are
@@ -103,6 +109,7 @@ class Neuron {
   std::shared_ptr<const snn::NeuronCompiled> impl_;
 };
 
+// Sequences below are "[T, *shape]" with T at NeuronStorage::time_axis (the inputs' layout).
 struct NeuronForward {
   NamedArrays outputs;          // [T, *shape] by output name
   NamedArrays state_sequences;  // [T, *shape] by state name (inference; training on request)
@@ -116,8 +123,9 @@ struct NeuronGradients {
   NamedArrays params;          // learnable parameters: [] (scalar) or [*shape] (per-neuron), f32
 };
 
-// Runs one of the three forward kinds. `inputs` holds every input sequence by name (same
-// [T, *shape], dtype f32, bf16, flex16 or u8, or f64 which is converted to f32 first);
+// Runs one of the three forward kinds. `inputs` holds every input sequence by name (the same
+// full shape, T at storage.time_axis, which must be in [0, rank - 1]; dtype f32, bf16, flex16
+// or u8, or f64 which is converted to f32 first);
 // `initial_states` any subset of the states
 // ([*shape], any float dtype; absent ones start at initial_state_value); `params` values for
 // learnable / per-neuron parameters ([] or [1] for scalars, [*shape] per neuron; absent ones use
@@ -129,8 +137,9 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
 
 // The backward kernel over a training_forward's residuals. Gradients are by name: output
 // sequences (`s`), state sequences (`v`, [T, *shape]) and final states (`v` in
-// grad_final_states); absent ones are zero. Parameter gradients are reduced over neurons and
-// time in a fixed order, so they are deterministic.
+// grad_final_states); absent ones are zero. Sequences (the gradients given and dL/dx) are in
+// the forward's layout: the full shape of its inputs, T at its time_axis. Parameter gradients are
+// reduced over neurons and time in a fixed order, so they are deterministic.
 NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& residuals,
                                 const NamedArrays& grad_outputs,
                                 const NamedArrays& grad_state_sequences = {},

@@ -180,6 +180,7 @@ class Generator {
     const auto field = [&](const auto&... parts) { os_.line("  ", parts...); };
     field("int64_t neurons;");
     field("int64_t steps;");
+    field("int64_t inner;");
     field("const void* seq_in[", s, "];");
     field("void* seq_out[", s, "];");
     field("ExprStats* seq_out_stats[", s, "];");
@@ -288,32 +289,35 @@ class Generator {
 
   void batch_body(const std::string& first_t, const char* dir, bool guarded) {
     const char* guard = guarded ? "if (u < count) " : "";
-    os_.line("const int64_t first = ", first_t, " * n + i;");
+    os_.line("const int64_t first = ", first_t, " * inner + base;");
     for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
       if (!used_in_[s]) continue;
       os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[kBatch][V];");
       os_.line("#pragma unroll");
       os_.line("for (int u = 0; u < kBatch; ++u)");
-      os_.line("  ", guard, "ldcs_lanes<V>(in", s, " + (first", dir, "u * n), raw", s, "[u]);");
+      os_.line("  ", guard, "ldcs_lanes<V>(in", s, " + (first", dir, "u * inner), raw", s, "[u]);");
     }
     os_.line("#pragma unroll");
     CodeStream::Scope step(os_, "for (int u = 0; u < kBatch; ++u)");
     if (guarded) os_.line("if (u >= count) break;");
-    os_.line("const int64_t at = first", dir, "u * n;");
+    os_.line("const int64_t at = first", dir, "u * inner;");
     lanes_step("[u]");
   }
 
   void kernel() {
     const bool rev = k_.reverse;
     os_.line("// Each thread runs V neighbouring neurons (V = 4 moves 4 lanes per load and store");
-    os_.line("// when N and the addresses allow it); t runs ",
-             rev ? "T-1 down to 0" : "0 up to T-1", ". Sequences are [T, N]: element t * N + n.");
+    os_.line("// when inner and the addresses allow it); t runs ",
+             rev ? "T-1 down to 0" : "0 up to T-1", ". Sequences are [outer, T, inner]:");
+    os_.line("// step t of neuron n = o * inner + j is element o * T * inner + t * inner + j");
+    os_.line("// ([T, N] when inner = N).");
     {
       CodeStream::Scope fn(os_,
                            "template <int V> __device__ __forceinline__ void run_neurons(const "
                            "StepKernelArgs& args)");
       os_.line("const int64_t n = args.neurons;");
       os_.line("const int64_t steps = args.steps;");
+      os_.line("const int64_t inner = args.inner;");
       os_.line("const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V;");
       // Four lanes already quadruple the bytes of each load; half the batch keeps the registers
       // (and so the occupancy) of the one-lane kernel.
@@ -341,6 +345,8 @@ class Generator {
       }
       {
         CodeStream::Scope active(os_, "if (i < n)");
+        os_.line("// Element t = 0 of neuron i; its V lanes share an outer row (V divides inner).");
+        os_.line("const int64_t base = i + (i / inner) * (steps - 1) * inner;");
         os_.line("float p[V][", np(), "];");
         os_.line("float state[V][", nc(), "];");
         {
@@ -373,7 +379,7 @@ class Generator {
           // the main loop too).
           CodeStream::Scope one(os_, "if constexpr (V == 1)");
           CodeStream::Scope rest(os_, "for (; step < steps; ++step)");
-          os_.line("const int64_t at = ", first_t, " * n + i;");
+          os_.line("const int64_t at = ", first_t, " * inner + base;");
           for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
             if (!used_in_[s]) continue;
             os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[V];");

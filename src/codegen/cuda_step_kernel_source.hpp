@@ -11,7 +11,8 @@
 namespace flexkit::codegen {
 
 // The two kernels a step-kernel program exports: one neuron per thread, and four neighbouring
-// neurons per thread moved as one vector word per sequence (N a multiple of 4, aligned data).
+// neurons per thread moved as one vector word per sequence (N and inner multiples of 4, aligned
+// data).
 inline constexpr const char* kStepKernelEntry = "flexkit_step_kernel";
 inline constexpr const char* kStepKernelEntryVec4 = "flexkit_step_kernel_vec4";
 // Slots of each kind (seq_in, seq_out, carried, params) one kernel may have: the parameter
@@ -26,6 +27,7 @@ inline constexpr int kStepMaxBlock = 256;
 struct StepKernelArgs {
   std::int64_t neurons;  // N
   std::int64_t steps;    // T
+  std::int64_t inner;    // sequences are [outer, T, inner] (inner = N: [T, N])
   const void* seq_in[kStepMaxSlots];
   void* seq_out[kStepMaxSlots];
   void* seq_out_stats[kStepMaxSlots];        // zeroed ExprStats per flex16 seq_out, else null
@@ -36,7 +38,7 @@ struct StepKernelArgs {
   std::int32_t seq_in_iwl[kStepMaxSlots];   // flex16 slots
   std::int32_t seq_out_iwl[kStepMaxSlots];  // flex16 slots
 };
-static_assert(sizeof(StepKernelArgs) == 976, "the generated programs assume this layout");
+static_assert(sizeof(StepKernelArgs) == 984, "the generated programs assume this layout");
 
 // Throws UnsupportedError when `kernel` has more slots of a kind than kStepMaxSlots, DTypeError
 // for a sequence dtype other than f32, bf16, flex16 and u8, ValueError when it is malformed (an

@@ -1,6 +1,7 @@
-// The CPU backend of step kernels: neurons in blocks of kLanes, split over the worker threads;
-// within a block the program runs one instruction at a time over all lanes (loops the compiler
-// vectorises), for every step, with the carried values held in the block's buffers.
+// The CPU backend of step kernels: neurons in blocks of up to kLanes, split over the worker
+// threads; a block never crosses an outer row of `inner` neurons, so its lanes are contiguous in
+// every sequence. Within a block the program runs one instruction at a time over all lanes (loops
+// the compiler vectorises), for every step, with the carried values held in the block's buffers.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -8,6 +9,7 @@
 
 #include "backend/cpu/thread_pool.hpp"
 #include "core/storage.hpp"
+#include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/portable/ew_ops.hpp"
 #include "snn/step_eval.hpp"
@@ -123,8 +125,13 @@ void run_instr(const StepInstr& in, int lanes, const float* a, const float* b, c
 void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
   const std::int64_t n = launch.neurons, steps = launch.steps;
   if (n == 0) return;
+  const std::int64_t inner = launch.inner > 0 ? launch.inner : n;
+  if (n % inner != 0)
+    throw ValueError(detail::cat("step kernel ", k.name, ": inner ", inner,
+                                 " does not divide the neuron count ", n));
   const std::size_t values = k.body.instrs.size();
-  const std::int64_t blocks = (n + kLanes - 1) / kLanes;
+  const std::int64_t row_blocks = (inner + kLanes - 1) / kLanes;  // per outer row
+  const std::int64_t blocks = n / inner * row_blocks;
   std::mutex stats_mutex;
   std::vector<p::Flex16Stats> stats(k.seq_out.size(), p::Flex16Stats{0, 0, 0});
 
@@ -134,8 +141,12 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
     std::vector<p::Flex16Stats> local(k.seq_out.size(), p::Flex16Stats{0, 0, 0});
     auto lane_ptr = [&](int id) { return reg.data() + static_cast<std::size_t>(id) * kLanes; };
     for (std::int64_t block = first; block < last; ++block) {
-      const std::int64_t n0 = block * kLanes;
-      const int lanes = static_cast<int>(std::min<std::int64_t>(kLanes, n - n0));
+      const std::int64_t row = block / row_blocks;
+      const std::int64_t i0 = block % row_blocks * kLanes;
+      const std::int64_t n0 = row * inner + i0;  // first neuron of the block
+      const int lanes = static_cast<int>(std::min<std::int64_t>(kLanes, inner - i0));
+      // Element (t, n0) of every sequence is at row_start + t * inner.
+      const std::int64_t row_start = row * steps * inner + i0;
       for (std::size_t c = 0; c < k.carried.size(); ++c) {
         float* dst = carried.data() + c * kLanes;
         const Array& init = launch.carried_init[c];
@@ -159,7 +170,7 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
       }
       for (std::int64_t step = 0; step < steps; ++step) {
         const std::int64_t t = k.reverse ? steps - 1 - step : step;
-        const std::int64_t base = t * n + n0;
+        const std::int64_t base = row_start + t * inner;
         for (std::size_t i = 0; i < values; ++i) {
           const StepInstr& in = k.body.instrs[i];
           float* dst = lane_ptr(static_cast<int>(i));

@@ -50,14 +50,6 @@ void check_defined(const Array& a, const std::string& what) {
   if (!a.defined()) throw ValueError(cat(what, " is an empty array handle"));
 }
 
-Array new_sequence(std::int64_t steps, const Shape& shape, DType dtype, int iwl, Device device) {
-  Shape full{steps};
-  full.insert(full.end(), shape.begin(), shape.end());
-  Array a = Array::empty(full, dtype, device);
-  if (dtype == DType::flex16) a.set_iwl(iwl);
-  return a;
-}
-
 void run(const snn::StepKernel& kernel, const snn::StepKernelLaunch& launch, Device device) {
   if (device.is_cuda())
     snn::run_step_kernel_cuda(kernel, launch);
@@ -88,11 +80,44 @@ struct Geometry {
   Shape shape;  // of one step: the neurons
   std::int64_t neurons = 0;
   Device device = Device::cpu();
+  int time_axis = 0;  // where T sits in the sequences
+  // Neurons after the time axis: a sequence is [outer, T, inner] with outer * inner = neurons.
+  std::int64_t inner = 0;
+
+  Shape sequence_shape() const {
+    Shape full = shape;
+    full.insert(full.begin() + time_axis, steps);
+    return full;
+  }
+  std::int64_t outer() const { return inner == 0 ? 0 : neurons / inner; }
 };
 
-// Sequences by name: every name known, the same [T, *shape] and device, a float dtype.
+Geometry geometry(std::int64_t steps, Shape shape, int time_axis, Device device) {
+  Geometry g;
+  g.steps = steps;
+  g.shape = std::move(shape);
+  g.neurons = shape_numel(g.shape);
+  g.device = device;
+  g.time_axis = time_axis;
+  g.inner = shape_numel(Shape(g.shape.begin() + time_axis, g.shape.end()));
+  return g;
+}
+
+// A sequence of `g` as a launch takes it: [outer, T, inner], no copy (it is contiguous).
+Array launch_view(const Array& a, const Geometry& g) {
+  return a.reshape({g.outer(), g.steps, g.inner});
+}
+
+Array new_sequence(const Geometry& g, DType dtype, int iwl) {
+  Array a = Array::empty(g.sequence_shape(), dtype, g.device);
+  if (dtype == DType::flex16) a.set_iwl(iwl);
+  return a;
+}
+
+// Sequences by name: every name known, the same full shape (T at time_axis) and device, a float
+// dtype.
 Geometry check_sequences(const std::string& neuron, const NamedArrays& given,
-                         const std::vector<std::string>& names, const char* what,
+                         const std::vector<std::string>& names, const char* what, int time_axis,
                          std::optional<Geometry> expected) {
   for (const auto& [name, array] : given) {
     if (index_of(names, name) == names.size())
@@ -105,25 +130,25 @@ Geometry check_sequences(const std::string& neuron, const NamedArrays& given,
     if (array.rank() < 1)
       throw ShapeError(cat("neuron ", neuron, ": ", what, " '", name,
                            "' must be a sequence [T, ...], got ", array.describe()));
-    Geometry g;
-    g.steps = array.dim(0);
-    g.shape = Shape(array.shape().begin() + 1, array.shape().end());
-    g.neurons = shape_numel(g.shape);
-    g.device = array.device();
-    if (!expected) {
-      expected = g;
+    if (expected) {
+      if (array.device() != expected->device)
+        throw DeviceError(cat("neuron ", neuron, ": ", what, " '", name, "' is on ",
+                              array.device().str(), ", the other arguments on ",
+                              expected->device.str()));
+      if (array.shape() != expected->sequence_shape())
+        throw ShapeError(cat("neuron ", neuron, ": ", what, " '", name, "' has shape ",
+                             shape_str(array.shape()), ", expected ",
+                             shape_str(expected->sequence_shape()), " (T at axis ",
+                             expected->time_axis, " and the neuron shape of the other sequences)"));
       continue;
     }
-    if (g.device != expected->device)
-      throw DeviceError(cat("neuron ", neuron, ": ", what, " '", name, "' is on ", g.device.str(),
-                            ", the other arguments on ", expected->device.str()));
-    if (g.steps != expected->steps || g.shape != expected->shape) {
-      Shape want{expected->steps};
-      want.insert(want.end(), expected->shape.begin(), expected->shape.end());
-      throw ShapeError(cat("neuron ", neuron, ": ", what, " '", name, "' has shape ",
-                           shape_str(array.shape()), ", expected ", shape_str(want),
-                           " (T and the neuron shape of the other sequences)"));
-    }
+    if (time_axis < 0 || time_axis >= array.rank())
+      throw ValueError(cat("neuron ", neuron, ": NeuronStorage::time_axis is ", time_axis,
+                           ", outside [0, ", array.rank() - 1, "] for ", what, " '", name, "' (",
+                           array.describe(), ")"));
+    Shape shape = array.shape();
+    shape.erase(shape.begin() + time_axis);
+    expected = geometry(array.dim(time_axis), std::move(shape), time_axis, array.device());
   }
   if (!expected) throw ValueError(cat("neuron ", neuron, ": no ", what, " sequences given"));
   return *expected;
@@ -231,7 +256,8 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
     if (!inputs.count(input))
       throw ValueError(cat("neuron ", name, ": input '", input,
                            "' is missing; inputs: ", name_list(c.spec.inputs)));
-  const Geometry g = check_sequences(name, inputs, c.spec.inputs, "input", std::nullopt);
+  const Geometry g =
+      check_sequences(name, inputs, c.spec.inputs, "input", storage.time_axis, std::nullopt);
   std::vector<Array> init =
       per_neuron_arrays(name, initial_states, c.spec.states, "initial state", g);
   std::vector<Array> param_values = runtime_params(c, params, g);
@@ -242,19 +268,20 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
   snn::StepKernelLaunch launch;
   launch.neurons = g.neurons;
   launch.steps = g.steps;
+  launch.inner = g.inner;
   for (const std::string& input : c.spec.inputs) {
     Array x = as_kernel_sequence(inputs.at(input));
     config.input_dtypes.push_back(x.dtype());
-    launch.seq_in.push_back(x.reshape({g.steps, g.neurons}));
+    launch.seq_in.push_back(launch_view(x, g));
   }
   const std::shared_ptr<const snn::StepKernel> kernel_ptr = snn::forward_kernel(c, config);
   const snn::StepKernel& kernel = *kernel_ptr;
 
   NeuronForward result;
-  std::vector<Array> sequences;  // [T, *shape], in seq_out order
+  std::vector<Array> sequences;  // the inputs' full shape, in seq_out order
   for (const snn::SequenceSlot& slot : kernel.seq_out)
-    sequences.push_back(new_sequence(g.steps, g.shape, slot.dtype, storage.flex16_iwl, g.device));
-  for (const Array& s : sequences) launch.seq_out.push_back(s.reshape({g.steps, g.neurons}));
+    sequences.push_back(new_sequence(g, slot.dtype, storage.flex16_iwl));
+  for (const Array& s : sequences) launch.seq_out.push_back(launch_view(s, g));
   for (std::size_t s = 0; s < c.spec.states.size(); ++s) {
     launch.carried_init.push_back(init[s]);
     Array final_state = Array::empty(g.shape, DType::f32, g.device);
@@ -275,6 +302,7 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
     residuals->neuron = neuron.compiled_ptr();
     residuals->neuron_shape = g.shape;
     residuals->steps = g.steps;
+    residuals->time_axis = g.time_axis;
     residuals->device = g.device;
     residuals->residual_dtype = storage.residual_dtype;
     while (next < sequences.size()) residuals->values.push_back(sequences[next++]);
@@ -295,18 +323,16 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
                          residuals.neuron ? residuals.neuron->spec.name : std::string("?"),
                          " with other parameter values (a different Neuron object); run "
                          "neuron_backward with the Neuron that ran the training forward"));
-  Geometry g;
-  g.steps = residuals.steps;
-  g.shape = residuals.neuron_shape;
-  g.neurons = shape_numel(g.shape);
-  g.device = residuals.device;
+  const Geometry g =
+      geometry(residuals.steps, residuals.neuron_shape, residuals.time_axis, residuals.device);
   if (!grad_outputs.empty())
-    check_sequences(name, grad_outputs, c.spec.outputs, "output gradient", g);
+    check_sequences(name, grad_outputs, c.spec.outputs, "output gradient", g.time_axis, g);
   if (!grad_state_sequences.empty()) {
     if (c.spec.states.empty())
       throw ValueError(
           cat("neuron ", name, " has no states, but state-sequence gradients were given"));
-    check_sequences(name, grad_state_sequences, c.spec.states, "state-sequence gradient", g);
+    check_sequences(name, grad_state_sequences, c.spec.states, "state-sequence gradient",
+                    g.time_axis, g);
   }
   std::vector<Array> grad_final =
       per_neuron_arrays(name, grad_final_states, c.spec.states, "final-state gradient", g);
@@ -316,7 +342,8 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
   snn::StepKernelLaunch launch;
   launch.neurons = g.neurons;
   launch.steps = g.steps;
-  for (const Array& r : residuals.values) launch.seq_in.push_back(r.reshape({g.steps, g.neurons}));
+  launch.inner = g.inner;
+  for (const Array& r : residuals.values) launch.seq_in.push_back(launch_view(r, g));
   for (const std::string& output : c.spec.outputs) {
     auto it = grad_outputs.find(output);
     if (it == grad_outputs.end()) {
@@ -325,7 +352,7 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
     }
     Array gs = as_kernel_sequence(it->second);
     config.grad_outputs.push_back(gs.dtype());
-    launch.seq_in.push_back(gs.reshape({g.steps, g.neurons}));
+    launch.seq_in.push_back(launch_view(gs, g));
   }
   for (const std::string& state : c.spec.states) {
     auto it = grad_state_sequences.find(state);
@@ -335,16 +362,16 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
     }
     Array gv = as_kernel_sequence(it->second);
     config.grad_state_seqs.push_back(gv.dtype());
-    launch.seq_in.push_back(gv.reshape({g.steps, g.neurons}));
+    launch.seq_in.push_back(launch_view(gv, g));
   }
   const std::shared_ptr<const snn::StepKernel> kernel_ptr = snn::backward_kernel(c, config);
   const snn::StepKernel& kernel = *kernel_ptr;
 
   NeuronGradients result;
   for (const std::string& input : c.spec.inputs) {
-    Array gx = new_sequence(g.steps, g.shape, DType::f32, 0, g.device);
+    Array gx = new_sequence(g, DType::f32, 0);
     result.inputs.emplace(input, gx);
-    launch.seq_out.push_back(gx.reshape({g.steps, g.neurons}));
+    launch.seq_out.push_back(launch_view(gx, g));
   }
   for (std::size_t s = 0; s < c.spec.states.size(); ++s) {
     launch.carried_init.push_back(grad_final[s]);

@@ -13,9 +13,10 @@ struct NeuronResiduals {
       neuron;  // the neuron (and bound values) that made them
   Shape neuron_shape;
   std::int64_t steps = 0;
+  int time_axis = 0;  // where T sits in the forward's sequences (and so in values)
   Device device = Device::cpu();
   DType residual_dtype = DType::f32;
-  std::vector<Array> values;  // per planned residual: [T, *shape]
+  std::vector<Array> values;  // per planned residual: the inputs' full shape
   std::vector<Array> params;  // per run-time parameter: the f32 values the forward read
 };
 

@@ -3,14 +3,16 @@
 // (snn/cpu_step_kernel.cpp) and the CUDA generator (codegen/cuda_step_kernel_source.cpp) read
 // this one description, so both backends compute the same thing in the same order.
 //
-// Per neuron n (N neurons, T steps, sequences laid out [T, N] contiguous):
+// Per neuron n (N neurons, T steps, sequences laid out [outer, T, inner] contiguous, with
+// N = outer * inner and n = o * inner + i; inner = N is the plain [T, N]):
 //
+//   at(t, n) = o * T * inner + t * inner + i
 //   carried[k] = carried_init[k] ? carried_init[k][n] : carried[k].init_value
 //   for step in 0..T-1:  t = reverse ? T-1-step : step
-//     value of a seq_in leaf i = load(seq_in[i][t*N + n])       (converted to float)
+//     value of a seq_in leaf i = load(seq_in[i][at(t, n)])       (converted to float)
 //     value of a carried leaf k = carried[k]
 //     value of a param leaf p  = params[p][per_neuron ? n : 0]
-//     run body; seq_out[j][t*N + n] = store(value seq_out_value[j])
+//     run body; seq_out[j][at(t, n)] = store(value seq_out_value[j])
 //     carried[k] = value carried_next[k]
 //   carried_final[k][n] = carried[k]   (where a final array is given)
 #pragma once
@@ -124,13 +126,16 @@ struct StepKernel {
 // of a kernel (two kernels with equal listings compute the same thing).
 std::string to_string(const StepKernel& kernel);
 
-// The arrays of one launch. All on one device; sequences are contiguous [T, N] (any shape whose
-// leading axis is T and whose remaining elements count N), in their slot's dtype; carried and
-// params are contiguous f32. An empty (default-constructed) carried_init / carried_final entry
-// means "use init_value" / "do not store".
+// The arrays of one launch. All on one device; sequences are contiguous [outer, T, inner] (any
+// shape with T * N elements in that order), in their slot's dtype; carried and params are
+// contiguous f32, indexed by n. An empty (default-constructed) carried_init / carried_final
+// entry means "use init_value" / "do not store".
 struct StepKernelLaunch {
   std::int64_t neurons = 0;
   std::int64_t steps = 0;
+  // Neurons between two steps of one neuron's sequence (a divisor of neurons); 0 means neurons,
+  // the layout [T, N].
+  std::int64_t inner = 0;
   std::vector<Array> seq_in;
   std::vector<Array> seq_out;
   std::vector<Array> carried_init;   // [N] f32 or empty

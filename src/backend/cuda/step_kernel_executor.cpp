@@ -69,7 +69,11 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   codegen::check_step_kernel(kernel);
   check_counts(kernel, launch);
   const std::int64_t n = launch.neurons;
+  const std::int64_t inner = launch.inner > 0 ? launch.inner : n;
   const int device = launch_device(launch);
+  if (n > 0 && n % inner != 0)
+    throw ValueError(cat("step kernel ", kernel.name, ": inner ", inner,
+                         " does not divide the neuron count ", n));
   if (n <= 0 || device < 0) {
     // Nothing was stored: a flex16 output's record says so.
     for (std::size_t j = 0; j < kernel.seq_out.size(); ++j)
@@ -89,6 +93,7 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   StepKernelArgs args{};
   args.neurons = n;
   args.steps = launch.steps;
+  args.inner = inner;
   std::vector<std::size_t> flex_outputs;
   for (std::size_t s = 0; s < kernel.seq_in.size(); ++s) {
     args.seq_in[s] = launch.seq_in[s].data();
@@ -119,11 +124,12 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
       args.seq_out_stats[flex_outputs[f]] = static_cast<ExprStats*>(stats.get()) + f;
   }
 
-  // Four neurons per thread where every sequence can be moved as whole vector words: N a
-  // multiple of 4 and each sequence's base aligned to 4 elements (then every t * N + n is too).
+  // Four neurons per thread where every sequence can be moved as whole vector words: N and inner
+  // multiples of 4 (a thread's lanes then share an outer row) and each sequence's base aligned to
+  // 4 elements (then every o * T * inner + t * inner + j with j a multiple of 4 is too).
   // Reverse (backward) kernels stay at one lane: they read two or more sequences per step, and
   // the wider kernel's registers cost more occupancy than its wider words gain (measured).
-  bool vec4 = !kernel.reverse && n % 4 == 0;
+  bool vec4 = !kernel.reverse && n % 4 == 0 && inner % 4 == 0;
   for (const auto* arrays : {&launch.seq_in, &launch.seq_out})
     for (const Array& a : *arrays)
       vec4 = vec4 && reinterpret_cast<std::uintptr_t>(a.data()) % (4 * itemsize(a.dtype())) == 0;
