@@ -2,7 +2,11 @@
 # The GPU machine's one command: configure and build with the CUDA backend, run the cuda (and
 # cpu) tests, then the benchmarks beside their peers, and print a short table last.
 # Usage: bench/gpu.sh            (BUILD_DIR=build-gpu by default; logs go to $OUT if set;
-#                                  TESTS=regex and BENCHES="names" pick subsets)
+#                                  TESTS=regex and BENCHES="names" pick subsets, TARGETS="names"
+#                                  builds only those targets; CSNN_EPOCHS sets train_csnn's length)
+# Headers the GPU machine lacks (CLI11, zlib's) and the Fashion-MNIST files travel in .deps/:
+#   .deps/cli11 and .deps/zlib unpacked from Debian's libcli11-dev and zlib1g-dev (dpkg -x),
+#   .deps/fashion-mnist holding the four .gz files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
@@ -14,9 +18,16 @@ step() { printf '\n==== %s ====\n' "$*"; }
 
 step "configure + build ($jobs jobs)"
 start=$(date +%s)
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$logs/configure.log" 2>&1 \
+zlib_args=()
+if [ ! -f /usr/include/zlib.h ] && [ -f .deps/zlib/usr/include/zlib.h ]; then
+  zlib_args=(-DZLIB_INCLUDE_DIR="$PWD/.deps/zlib/usr/include"
+             -DZLIB_LIBRARY="$PWD/.deps/zlib/usr/lib/x86_64-linux-gnu/libz.a")
+fi
+[ -d .deps/fashion-mnist ] && export FLEXKIT_DATA_DIR=${FLEXKIT_DATA_DIR:-$PWD/.deps/fashion-mnist}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${zlib_args[@]}" >"$logs/configure.log" 2>&1 \
   || { cat "$logs/configure.log"; exit 1; }
-cmake --build "$build" -j "$jobs" >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
+# shellcheck disable=SC2086
+cmake --build "$build" -j "$jobs" ${TARGETS:+--target $TARGETS} >"$logs/build.log" 2>&1 || { tail -60 "$logs/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
 
 step "flexkit info"
@@ -43,6 +54,21 @@ rm -f "$CONV_CSV"
 for b in $benches; do
   case $b in
     torch_*) PYTHONUNBUFFERED=1 python3 "bench/$b.py" 2>&1 | tee "$logs/$b.md" || status=1 ;;
+    train_csnn)
+      # The csnn preset in f32 on the GPU: the epoch lines, then one table row from the summary.
+      "$build/apps/flexkit/flexkit" train --model csnn --device cuda --epochs "${CSNN_EPOCHS:-1}" \
+        --summary "$logs/csnn.json" 2>&1 | tee "$logs/train_csnn.log" || status=1
+      python3 - "$logs/csnn.json" <<'PY' | tee "$logs/$b.md" || status=1
+import json, sys
+s = json.load(open(sys.argv[1]))
+h = s["history"]
+print("| flexkit csnn f32 | epochs | epoch (s) | best test acc | peak device memory (GiB) |")
+print("|---|---|---|---|---|")
+print(f"| {s['device']} | {s['epochs']} | {sum(e['seconds'] for e in h) / len(h):.2f} | "
+      f"{s['best_test_accuracy']:.4f} | {s['peak_memory_bytes'].get('device', 0) / 2**30:.2f} |")
+print("accuracy curve:", " ".join(f"{e['test_accuracy']:.4f}" for e in h))
+PY
+      ;;
     *) "$build/bench/$b" 2>&1 | tee "$logs/$b.md" || status=1 ;;
   esac
 done

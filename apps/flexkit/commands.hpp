@@ -11,5 +11,7 @@ using Args = std::vector<std::string>;
 int info_command(const Args& args);
 int demo_command(const Args& args);
 int neuron_command(const Args& args);
+int train_command(const Args& args);
+int eval_command(const Args& args);
 
 }  // namespace flexkit::cli

@@ -19,6 +19,10 @@ constexpr Command kCommands[] = {
      flexkit::cli::info_command},
     {"demo", "a short tour of arrays, views, flex16 and .npy files (cpu, and cuda when present)",
      flexkit::cli::demo_command},
+    {"train",
+     "train a spiking classifier on Fashion-MNIST (presets mlp, csnn, or any architecture)",
+     flexkit::cli::train_command},
+    {"eval", "test-set accuracy of a training checkpoint", flexkit::cli::eval_command},
     {"neuron", "show a spiking neuron's generated kernels, or run it over .npy sequences",
      flexkit::cli::neuron_command},
 };

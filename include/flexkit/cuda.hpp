@@ -70,6 +70,7 @@ void synchronize(int device);
 struct AllocatorStats {
   std::size_t in_use_bytes = 0;          // held by live allocations (size-class rounded)
   std::size_t cached_bytes = 0;          // free blocks kept for reuse
+  std::size_t peak_in_use_bytes = 0;     // the most in_use_bytes has been
   std::uint64_t device_allocations = 0;  // cudaMalloc calls that succeeded
   std::uint64_t cache_hits = 0;          // requests served from the pool
 };

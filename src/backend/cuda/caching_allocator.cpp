@@ -2,6 +2,7 @@
 // (device, stream, size class) and handed out again. A block is reused only on the stream it
 // was last used on, so stream order makes reuse safe without events.
 #include <cuda_runtime_api.h>
+#include <algorithm>
 
 #include <map>
 #include <mutex>
@@ -59,6 +60,8 @@ class CachingAllocator {
       pool.live[p] = {size_class, stream};
       pool.stats.cached_bytes -= size_class;
       pool.stats.in_use_bytes += size_class;
+      pool.stats.peak_in_use_bytes =
+          std::max(pool.stats.peak_in_use_bytes, pool.stats.in_use_bytes);
       ++pool.stats.cache_hits;
       return p;
     }
@@ -85,6 +88,7 @@ class CachingAllocator {
     FLEXKIT_CUDA_CHECK(status);
     pool.live[p] = {size_class, stream};
     pool.stats.in_use_bytes += size_class;
+    pool.stats.peak_in_use_bytes = std::max(pool.stats.peak_in_use_bytes, pool.stats.in_use_bytes);
     ++pool.stats.device_allocations;
     return p;
   }

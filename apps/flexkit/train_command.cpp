@@ -1,0 +1,158 @@
+// `flexkit train` and `flexkit eval`: the trainer from the command line (CLI11 parses the
+// options; every option has --help text).
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+
+#include "commands.hpp"
+#include "flexkit/error.hpp"
+#include "flexkit/train.hpp"
+
+namespace flexkit::cli {
+
+namespace {
+
+std::string preset_help() {
+  std::string out = "a preset or an architecture string. Presets:";
+  for (const nn::Preset& p : nn::presets()) out += "\n  " + p.name + ": " + p.description;
+  out +=
+      "\nArchitecture strings: layers separated by spaces, e.g. \"flatten linear(256) sn "
+      "linear(10) sn\"; layers linear(OUT[,bias=]), conv(OUT,KERNEL[,stride=][,padding=][,bias=]), "
+      "maxpool(K), avgpool(K), bn, flatten, dropout(P), sn (the --neuron), a built-in neuron "
+      "name, neuron(FILE)";
+  return out;
+}
+
+extern "C" void on_interrupt(int) {
+  nn::request_stop();
+}
+
+// Parses argv-style arguments with CLI11; returns the exit code when parsing ends the command
+// (help, or an error), or -1 to go on.
+int parse(CLI::App& app, const Args& args) {
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return -1;
+}
+
+}  // namespace
+
+int train_command(const Args& args) {
+  CLI::App app{"Train a spiking classifier on Fashion-MNIST with flexkit's kernels.",
+               "flexkit train"};
+  // An option given twice takes its last value, as most command lines do.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  nn::TrainConfig c;
+  std::string model, neuron, optimizer, loss, schedule;
+  std::vector<std::string> settings;
+  std::int64_t T = 0, epochs = 0, batch = 0, limit = 0, step_size = 0;
+  double lr = 0, momentum = 0, weight_decay = 0, gamma = 0;
+  std::uint64_t seed = 0;
+  bool nesterov = false;
+  auto* o_model = app.add_option("--model", model, preset_help())->default_str("mlp");
+  auto* o_neuron = app.add_option("--neuron", neuron,
+                                  "the neuron of `sn` layers: a built-in (if, lif, plif, alif, "
+                                  "izhikevich, eif, qif) or a neuron-language file");
+  app.add_option("--set", settings,
+                 "a neuron setting k=v (tau=2, v_reset=none, surrogate=atan(2), ...); repeatable")
+      ->type_name("K=V")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  auto* o_T = app.add_option("--T", T, "time steps per sample")->check(CLI::PositiveNumber);
+  auto* o_epochs =
+      app.add_option("--epochs", epochs, "epochs to train")->check(CLI::PositiveNumber);
+  auto* o_batch = app.add_option("--batch", batch, "samples per batch")->check(CLI::PositiveNumber);
+  auto* o_lr = app.add_option("--lr", lr, "base learning rate")->check(CLI::PositiveNumber);
+  auto* o_opt = app.add_option("--optimizer", optimizer, "sgd | adam | adamw")
+                    ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  auto* o_mom =
+      app.add_option("--momentum", momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999999));
+  auto* o_nest = app.add_flag("--nesterov", nesterov, "Nesterov momentum (SGD)");
+  auto* o_wd = app.add_option("--weight-decay", weight_decay,
+                              "L2 (sgd, adam) or decoupled (adamw) weight decay")
+                   ->check(CLI::NonNegativeNumber);
+  auto* o_loss =
+      app.add_option("--loss", loss, "ce (softmax cross-entropy) | mse, on the output spike rate")
+          ->check(CLI::IsMember({"ce", "mse", "cross_entropy"}));
+  auto* o_sched =
+      app.add_option("--schedule", schedule, "learning-rate schedule: constant | step | cosine")
+          ->check(CLI::IsMember({"constant", "step", "cosine"}));
+  auto* o_step =
+      app.add_option("--step-size", step_size, "step schedule: epochs between decays (30)")
+          ->check(CLI::PositiveNumber);
+  auto* o_gamma = app.add_option("--gamma", gamma, "step schedule: decay factor (0.1)")
+                      ->check(CLI::PositiveNumber);
+  app.add_option("--device", c.device, "cpu | cuda | cuda:N | auto")->default_str("auto");
+  auto* o_seed = app.add_option("--seed", seed, "seed of initialisation, shuffling and dropout")
+                     ->default_str("0");
+  auto* o_limit = app.add_option("--limit", limit, "train (and test) on the first N samples only")
+                      ->check(CLI::NonNegativeNumber);
+  app.add_option("--data", c.data_dir,
+                 "directory of the Fashion-MNIST IDX files (default: $FLEXKIT_DATA_DIR or "
+                 "/usr/share/datasets/fashion-mnist)");
+  app.add_option("--checkpoint", c.checkpoint_dir,
+                 "directory for a checkpoint per epoch (epoch-N.ckpt) and the best (best.ckpt)");
+  app.add_option("--resume", c.resume, "continue from a checkpoint; options not given come from it")
+      ->check(CLI::ExistingFile);
+  app.add_option("--save", c.save, "write the trained weights and the model description as .npz");
+  app.add_option("--summary", c.summary, "write a JSON summary");
+  app.add_flag("--quiet,-q", c.quiet, "no progress output");
+  if (const int rc = parse(app, args); rc >= 0) return rc;
+
+  if (*o_model) c.model = model;
+  if (*o_neuron) c.neuron = neuron;
+  for (const std::string& s : settings) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ValueError("--set takes K=V (a neuron parameter and its value), got '" + s + "'");
+    c.neuron_settings.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+  if (*o_T) c.time_steps = T;
+  if (*o_epochs) c.epochs = epochs;
+  if (*o_batch) c.batch = batch;
+  if (*o_lr) c.lr = lr;
+  if (*o_opt) c.optimizer = optimizer;
+  if (*o_mom) c.momentum = momentum;
+  if (*o_nest) c.nesterov = nesterov;
+  if (*o_wd) c.weight_decay = weight_decay;
+  if (*o_loss) c.loss = loss;
+  if (*o_sched) c.schedule = schedule;
+  if (*o_step) c.step_size = step_size;
+  if (*o_gamma) c.gamma = gamma;
+  if (*o_seed) c.seed = seed;
+  if (*o_limit) c.limit = limit;
+
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  try {
+    const nn::TrainResult r = nn::train(c);
+    std::signal(SIGINT, SIG_DFL);
+    return r.interrupted ? 130 : 0;
+  } catch (const nn::TrainingDiverged& e) {
+    std::fprintf(stderr, "flexkit train: error: %s\n", e.what());
+    return 3;
+  }
+}
+
+int eval_command(const Args& args) {
+  CLI::App app{"Test-set accuracy of a checkpoint's weights.", "flexkit eval"};
+  std::string resume, device = "auto", data;
+  std::int64_t limit = 0;
+  app.add_option("--resume,checkpoint", resume, "the checkpoint to evaluate")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--device", device, "cpu | cuda | cuda:N | auto")->default_str("auto");
+  app.add_option("--data", data, "directory of the Fashion-MNIST IDX files");
+  app.add_option("--limit", limit, "the first N test samples only")->check(CLI::NonNegativeNumber);
+  if (const int rc = parse(app, args); rc >= 0) return rc;
+  const nn::EvalResult r = nn::evaluate_checkpoint(resume, device, data, limit);
+  std::printf("model %s\ndevice %s\ntest samples %lld\ntest loss %.6f\ntest accuracy %.4f\n",
+              r.architecture.c_str(), r.device.c_str(), static_cast<long long>(r.samples),
+              r.test_loss, r.test_accuracy);
+  return 0;
+}
+
+}  // namespace flexkit::cli

@@ -1,0 +1,354 @@
+// Layers, losses and optimizers for training networks — spiking ones included — on flexkit's
+// kernels, in the layer-wise style: each layer owns its parameters and their gradients and
+// implements forward and backward explicitly; a Sequential chains them. No tape.
+//
+// Activations have one layout through the whole network, (*features, T, N): the features
+// ((C, H, W) for images, (F) after Flatten), then the time step, then the batch innermost. So
+// Conv2d, Linear and BatchNorm see T·N as their batch through a free reshape, and a Spiking
+// layer reads its sequences in place (time axis next to the batch). Before the first Spiking
+// layer the input is the same at every step, so T is 1 there and the Spiking layer repeats it:
+// the layers before it run once, not T times (the same values as running them on the repeated
+// input, BatchNorm's normalisation included; its running variance is unbiased by m/(m−1) over
+// the m values it sees, where T copies would give Tm/(Tm−1)).
+//
+//   nn::Sequential net = nn::parse_architecture("flatten linear(512) lif linear(10) lif",
+//                                               {1, 28, 28}, {.time_steps = 4});
+//   Array out = net.forward(x);                    // x (1, 28, 28, 1, N) -> (10, 4, N)
+//   nn::LossResult l = nn::rate_loss(out, labels, nn::LossKind::cross_entropy);
+//   net.zero_grad(); net.backward(l.grad_output);
+//   optimizer.step(net.parameters(), lr);
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flexkit/array.hpp"
+#include "flexkit/neuron.hpp"
+#include "flexkit/nn_io.hpp"
+
+namespace flexkit::nn {
+
+// A counter-based generator (splitmix64): the same sequence on every platform and compiler, so
+// initialisation, dropout masks and shuffles are reproducible from a seed alone.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed = 0) : state_(seed) {}
+  std::uint64_t next_u64();
+  double uniform();                      // [0, 1), 53 random bits
+  double uniform(double lo, double hi);  // [lo, hi)
+  std::uint64_t state() const { return state_; }
+  void set_state(std::uint64_t s) { state_ = s; }
+
+ private:
+  std::uint64_t state_;
+};
+
+// A learnable tensor (or a buffer such as BatchNorm's running mean) with its gradient.
+struct Parameter {
+  std::string name;  // "weight", "bias", "running_mean", a neuron parameter's name
+  Array value;
+  Array grad;             // same shape, f32; accumulated by backward, cleared by zero_grad
+  bool trainable = true;  // false for buffers
+};
+
+// How a layer stores what it writes. Only f32 is implemented; flex16 is reserved for training
+// with automatic exponents, and asking for it now throws UnsupportedError.
+struct LayerOptions {
+  DType dtype = DType::f32;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  // "linear(784, 512, bias=true)": the architecture-string spelling with every value explicit.
+  virtual std::string describe() const = 0;
+  // The type name as the architecture string spells it ("linear", "conv", "lif", ...).
+  virtual std::string kind() const = 0;
+  // The feature shape this layer produces from `input` (both without T and N); throws
+  // ShapeError naming the layer when the shapes do not chain.
+  virtual Shape output_features(const Shape& input) const = 0;
+  // x: (*features, T, N). Training mode keeps what backward needs.
+  virtual Array forward(const Array& x) = 0;
+  // The gradient of the loss with respect to the last forward's input; parameter gradients
+  // are added to their Parameter::grad.
+  virtual Array backward(const Array& grad_output) = 0;
+  // Learnable tensors and buffers, in a fixed order (the saved names follow it).
+  virtual std::vector<Parameter*> parameters() { return {}; }
+  // Fresh values as PyTorch initialises them (Kaiming-uniform weights, uniform biases).
+  virtual void reset_parameters(Rng&) {}
+  // Moves parameters to a device (and drops anything kept for backward).
+  virtual void to(Device device);
+  // A JSON object describing the layer completely (type, sizes, settings).
+  virtual JsonValue config() const = 0;
+  void set_training(bool training) { training_ = training; }
+  bool training() const { return training_; }
+
+ protected:
+  bool training_ = true;
+  Device device_ = Device::cpu();
+};
+
+// y = W·x + b over the features; W is (out, in) as in PyTorch.
+class Linear : public Layer {
+ public:
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true,
+         LayerOptions options = {});
+  std::string describe() const override;
+  std::string kind() const override { return "linear"; }
+  Shape output_features(const Shape& input) const override;
+  Array forward(const Array& x) override;
+  Array backward(const Array& grad_output) override;
+  std::vector<Parameter*> parameters() override;
+  void reset_parameters(Rng& rng) override;
+  void to(Device device) override;
+  JsonValue config() const override;
+  Parameter& weight() { return weight_; }
+  Parameter& bias() { return bias_; }
+
+ private:
+  std::int64_t in_, out_;
+  bool has_bias_;
+  Parameter weight_, bias_;
+  Array input_;  // (in, T·N) of the last training forward
+  Shape input_shape_;
+};
+
+// 2-d convolution over (C, H, W, T, N). The weight is kept as (C, R, S, K), the layout the
+// convolution kernels read; it is saved in PyTorch's (K, C, R, S).
+class Conv2d : public Layer {
+ public:
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
+         std::int64_t stride = 1, std::int64_t padding = 0, bool bias = true,
+         LayerOptions options = {});
+  std::string describe() const override;
+  std::string kind() const override { return "conv"; }
+  Shape output_features(const Shape& input) const override;
+  Array forward(const Array& x) override;
+  Array backward(const Array& grad_output) override;
+  std::vector<Parameter*> parameters() override;
+  void reset_parameters(Rng& rng) override;
+  void to(Device device) override;
+  JsonValue config() const override;
+  Parameter& weight() { return weight_; }
+  Parameter& bias() { return bias_; }
+
+ private:
+  std::int64_t in_, out_, kernel_, stride_, padding_;
+  bool has_bias_;
+  Parameter weight_, bias_;
+  Array saved_input_, saved_columns_;  // what backward needs (the columns: lowered form only)
+  Shape input_shape_;
+};
+
+// Max or average pooling over H and W of (C, H, W, T, N), no padding.
+class Pool2d : public Layer {
+ public:
+  enum class Mode { max, average };
+  Pool2d(Mode mode, std::int64_t kernel, std::int64_t stride = 0 /* = kernel */);
+  std::string describe() const override;
+  std::string kind() const override { return mode_ == Mode::max ? "maxpool" : "avgpool"; }
+  Shape output_features(const Shape& input) const override;
+  Array forward(const Array& x) override;
+  Array backward(const Array& grad_output) override;
+  JsonValue config() const override;
+
+ private:
+  Mode mode_;
+  std::int64_t kernel_, stride_;
+  Array input_, output_;
+};
+
+// Per-channel (axis 0) batch normalisation over every other axis: batch statistics in
+// training (biased variance for the normalisation, unbiased for the running estimate, as
+// PyTorch), running statistics in evaluation.
+class BatchNorm : public Layer {
+ public:
+  explicit BatchNorm(std::int64_t channels, double momentum = 0.1, double eps = 1e-5,
+                     bool affine = true);
+  std::string describe() const override;
+  std::string kind() const override { return "bn"; }
+  Shape output_features(const Shape& input) const override;
+  Array forward(const Array& x) override;
+  Array backward(const Array& grad_output) override;
+  std::vector<Parameter*> parameters() override;
+  void reset_parameters(Rng& rng) override;
+  void to(Device device) override;
+  JsonValue config() const override;
+
+ private:
+  std::int64_t channels_;
+  double momentum_, eps_;
+  bool affine_;
+  Parameter weight_, bias_, running_mean_, running_var_;
+  Array x_hat_, inv_std_;  // of the last training forward: (C, M) and (C, 1)
+  Shape input_shape_;
+};
+
+// (*features, T, N) -> (prod(features), T, N): a view.
+class Flatten : public Layer {
+ public:
+  std::string describe() const override { return "flatten"; }
+  std::string kind() const override { return "flatten"; }
+  Shape output_features(const Shape& input) const override;
+  Array forward(const Array& x) override;
+  Array backward(const Array& grad_output) override;
+  JsonValue config() const override;
+
+ private:
+  Shape input_shape_;
+};
+
+// Zeroes features with probability p in training and scales the rest by 1/(1-p); one mask per
+// sample shared by every time step (SpikingJelly's multi-step dropout). Seeded: the masks
+// follow from the seed and the number of forward calls made.
+class Dropout : public Layer {
+ public:
+  explicit Dropout(double p = 0.5, std::uint64_t seed = 0);
+  std::string describe() const override;
+  std::string kind() const override { return "dropout"; }
+  Shape output_features(const Shape& input) const override { return input; }
+  Array forward(const Array& x) override;
+  Array backward(const Array& grad_output) override;
+  JsonValue config() const override;
+  Rng& rng() { return rng_; }
+
+ private:
+  double p_;
+  Rng rng_;
+  Array mask_;
+};
+
+// A spiking neuron run over T steps in one kernel call, reading and writing (*f, T, N) in
+// place; its state starts afresh for every batch. An input with T = 1 is repeated over the T
+// steps (its gradient is summed over them). Learnable scalar parameters of the neuron (PLIF's
+// w) are trained with the rest. The first output of the neuron is the layer's output.
+class Spiking : public Layer {
+ public:
+  Spiking(Neuron neuron, std::int64_t time_steps, std::string spelling = "");
+  std::string describe() const override;
+  std::string kind() const override { return spelling_; }
+  Shape output_features(const Shape& input) const override { return input; }
+  Array forward(const Array& x) override;
+  Array backward(const Array& grad_output) override;
+  std::vector<Parameter*> parameters() override;
+  void reset_parameters(Rng& rng) override;
+  void to(Device device) override;
+  JsonValue config() const override;
+  const Neuron& neuron() const { return neuron_; }
+  std::int64_t time_steps() const { return steps_; }
+
+ private:
+  Neuron neuron_;
+  std::int64_t steps_;
+  std::string spelling_;
+  std::vector<Parameter> params_;  // learnable scalars
+  std::shared_ptr<const NeuronResiduals> residuals_;
+  bool repeated_input_ = false;
+  Shape input_shape_;
+};
+
+// Layers in order. Parameter names are "<layer index>.<name>", as PyTorch's state_dict keys.
+class Sequential {
+ public:
+  Sequential() = default;
+  Sequential(Sequential&&) = default;
+  Sequential& operator=(Sequential&&) = default;
+  void add(std::unique_ptr<Layer> layer);
+  std::size_t size() const { return layers_.size(); }
+  Layer& operator[](std::size_t i) { return *layers_[i]; }
+  const Layer& operator[](std::size_t i) const { return *layers_[i]; }
+  Array forward(const Array& x);
+  Array backward(const Array& grad_output);
+  void set_training(bool training);
+  void to(Device device);
+  void zero_grad();
+  void reset_parameters(Rng& rng);
+  // Every parameter and buffer with its name, in layer order.
+  std::vector<std::pair<std::string, Parameter*>> named_parameters();
+  std::vector<Parameter*> parameters();  // trainable ones only
+  // The feature shape out of the last layer for `input`; throws ShapeError naming the layer
+  // (index and spelling) whose input does not fit.
+  Shape check_shapes(const Shape& input) const;
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+// ---- architecture strings --------------------------------------------------------------------
+// Layers separated by spaces, commas or '-', each NAME or NAME(args), args positional or
+// key=value:
+//   linear(OUT[, bias=true])         conv(OUT, KERNEL[, stride=1][, padding=0][, bias=true])
+//   maxpool(K[, stride=K])  avgpool(K[, stride=K])  bn  flatten  dropout(P)
+//   sn   the configured neuron (ArchitectureOptions::neuron)
+//   if, lif, plif, alif, ... a built-in neuron by name, or neuron(FILE) from a file
+// Input sizes are inferred from `input_features`. Throws ValueError with the character
+// position for text that does not parse, ShapeError naming the layer for shapes that do not
+// chain.
+struct ArchitectureOptions {
+  std::int64_t time_steps = 4;
+  std::optional<Neuron> neuron;  // what `sn` means; the built-in IF when unset
+  std::string neuron_spelling = "if";
+  std::uint64_t dropout_seed = 0;
+};
+Sequential parse_architecture(std::string_view text, const Shape& input_features,
+                              const ArchitectureOptions& options = {});
+
+// ---- losses on the output spike rate
+// -------------------------------------------------------------
+enum class LossKind { cross_entropy, mse };
+LossKind parse_loss(std::string_view name);  // "ce" | "cross_entropy" | "mse"
+std::string_view loss_name(LossKind kind);
+
+struct LossResult {
+  double loss = 0;           // mean over the batch
+  std::int64_t correct = 0;  // argmax of the rate equal to the label (ties: lowest class)
+  Array grad_output;         // dL/d(output), the output's shape
+  Array rate;                // (classes, N)
+};
+// output (classes, T, N): the rate is its mean over T. cross_entropy: softmax over the classes
+// of the rate, mean over the batch; mse: mean over batch and classes of (rate − one-hot)², as
+// PyTorch's mse_loss. labels: i32 [N] on the output's device.
+LossResult rate_loss(const Array& output, const Array& labels, LossKind kind);
+
+// ---- optimizers: every update is fused expressions over the parameter tensors
+// ---------------------
+struct OptimizerOptions {
+  double momentum = 0.9;                          // SGD
+  bool nesterov = false;                          // SGD
+  double weight_decay = 0.0;                      // SGD: L2 added to the gradient; AdamW: decoupled
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, AdamW
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+  // One update of every parameter from its gradient, with learning rate lr.
+  virtual void step(const std::vector<Parameter*>& params, double lr) = 0;
+  // The state a checkpoint keeps (buffers in parameter order) and the number of steps taken.
+  virtual std::vector<Array> state() const = 0;
+  virtual void set_state(std::vector<Array> state, std::int64_t steps) = 0;
+  std::int64_t steps() const { return steps_; }
+
+ protected:
+  std::int64_t steps_ = 0;
+};
+// "sgd" (momentum 0 for plain SGD), "adam", "adamw"; ValueError for other names or options.
+std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const OptimizerOptions& options);
+
+// Learning-rate schedules, as PyTorch's per-epoch schedulers.
+struct Schedule {
+  enum class Kind { constant, step, cosine } kind = Kind::constant;
+  std::int64_t step_size = 30;  // step: multiply by gamma every step_size epochs
+  double gamma = 0.1;
+  std::int64_t total_epochs = 1;  // cosine: annealed to eta_min over these
+  double eta_min = 0.0;
+  double lr(double base_lr, std::int64_t epoch) const;
+};
+Schedule::Kind parse_schedule(std::string_view name);  // "constant" | "step" | "cosine"
+
+}  // namespace flexkit::nn

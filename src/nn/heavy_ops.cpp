@@ -1,0 +1,143 @@
+#include "nn/heavy_ops.hpp"
+
+#include "flexkit/error.hpp"
+#include "flexkit/expr.hpp"
+#include "flexkit/gemm.hpp"
+
+namespace flexkit::nn::heavy {
+
+void matmul(const Array& a, const Array& b, const Array& out, double beta) {
+  DotOptions options;
+  options.beta = beta;
+  dot(a, b, out, options);
+}
+
+namespace {
+
+struct Geometry {
+  std::int64_t c, h, w, b, r, s, k, p, q, stride_h, stride_w, pad_h, pad_w;
+};
+
+Geometry geometry(const ConvPlan& plan) {
+  const Shape& in = plan.input_shape();
+  const Shape& f = plan.filter_shape();
+  const Shape& out = plan.output_shape();
+  const ConvParams& params = plan.params();
+  return {in[0],
+          in[1],
+          in[2],
+          in[3],
+          f[1],
+          f[2],
+          f[3],
+          out[1],
+          out[2],
+          params.stride[0],
+          params.stride[1],
+          params.padding[0],
+          params.padding[1]};
+}
+
+bool plain_geometry(const ConvPlan& plan) {
+  if (plan.spatial_dims() != 2) return false;
+  const ConvParams& p = plan.params();
+  for (int d = 0; d < 2; ++d)
+    if (p.dilation[d] != 1 || p.upscale[d] != 1) return false;
+  return true;
+}
+
+// The input's tap (r, s) for every output position: a strided view of the zero-padded input.
+Array tap(const Array& padded, const Geometry& g, std::int64_t r, std::int64_t s) {
+  return padded(all, slice(r, r + g.stride_h * (g.p - 1) + 1, g.stride_h),
+                slice(s, s + g.stride_w * (g.q - 1) + 1, g.stride_w), all);
+}
+
+Array padded_input(const Array& input, const Geometry& g) {
+  if (g.pad_h == 0 && g.pad_w == 0) return input;
+  Array padded =
+      Array::zeros({g.c, g.h + 2 * g.pad_h, g.w + 2 * g.pad_w, g.b}, input.dtype(), input.device());
+  padded(all, slice(g.pad_h, g.pad_h + g.h), slice(g.pad_w, g.pad_w + g.w), all).assign(input);
+  return padded;
+}
+
+bool lowered(const ConvPlan& plan, const Array& a, ConvRoute route) {
+  if (route == ConvRoute::automatic)
+    return a.device().is_cuda() && a.dtype() == DType::f32 && plain_geometry(plan);
+  if (route == ConvRoute::lowered && !plain_geometry(plan))
+    throw UnsupportedError(
+        "the lowered convolution takes 2-d geometries without dilation or upscale");
+  return route == ConvRoute::lowered;
+}
+
+Array conv_columns(const ConvPlan& plan, const Array& input) {
+  const Geometry g = geometry(plan);
+  const Array padded = padded_input(input, g);
+  // Rows ordered (c, r, s) as the filter's (C, R, S, K) flattens; columns (p, q, b).
+  Array columns = Array::empty({g.c, g.r, g.s, g.p, g.q, g.b}, DType::f32, input.device());
+  for (std::int64_t r = 0; r < g.r; ++r)
+    for (std::int64_t s = 0; s < g.s; ++s)
+      columns(all, r, s, all, all, all).assign(tap(padded, g, r, s));
+  return columns.reshape({g.c * g.r * g.s, g.p * g.q * g.b});
+}
+
+void columns_adjoint(const ConvPlan& plan, const Array& columns, const Array& grad_input) {
+  const Geometry g = geometry(plan);
+  const Array cols = columns.reshape({g.c, g.r, g.s, g.p, g.q, g.b});
+  Array padded =
+      Array::zeros({g.c, g.h + 2 * g.pad_h, g.w + 2 * g.pad_w, g.b}, DType::f32, columns.device());
+  // Taps in a fixed order, so overlapping windows sum deterministically.
+  for (std::int64_t r = 0; r < g.r; ++r)
+    for (std::int64_t s = 0; s < g.s; ++s) {
+      Array t = tap(padded, g, r, s);
+      t += Expr(cols(all, r, s, all, all, all));
+    }
+  assign(grad_input,
+         Expr(padded(all, slice(g.pad_h, g.pad_h + g.h), slice(g.pad_w, g.pad_w + g.w), all)));
+}
+
+}  // namespace
+
+ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filter,
+                     const Array& out, bool keep, ConvRoute route) {
+  ConvSaved saved;
+  if (lowered(plan, input, route)) {
+    const Geometry g = geometry(plan);
+    Array columns = conv_columns(plan, input);
+    matmul(filter.reshape({g.c * g.r * g.s, g.k}).T(), columns, out.reshape({g.k, -1}));
+    if (keep) saved.columns = columns;
+  } else {
+    plan.fprop(input, filter, out);
+  }
+  if (keep) saved.input = input;
+  return saved;
+}
+
+void conv_bprop(const ConvPlan& plan, const Array& filter, const Array& grad_out,
+                const Array& grad_input, ConvRoute route) {
+  if (lowered(plan, grad_out, route)) {
+    const Geometry g = geometry(plan);
+    Array grad_columns =
+        Array::empty({g.c * g.r * g.s, g.p * g.q * g.b}, DType::f32, grad_out.device());
+    matmul(filter.reshape({g.c * g.r * g.s, g.k}), grad_out.reshape({g.k, -1}), grad_columns);
+    columns_adjoint(plan, grad_columns, grad_input);
+    return;
+  }
+  plan.bprop(filter, grad_out, grad_input);
+}
+
+void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad_out,
+                 const Array& grad_filter, double beta, ConvRoute route) {
+  if (lowered(plan, grad_out, route)) {
+    const Geometry g = geometry(plan);
+    const Array columns = saved.columns.defined() ? saved.columns : conv_columns(plan, saved.input);
+    // gradF (CRS, K) = columns (CRS, PQB) · grad_outᵀ (PQB, K)
+    matmul(columns, grad_out.reshape({g.k, -1}).T(), grad_filter.reshape({g.c * g.r * g.s, g.k}),
+           beta);
+    return;
+  }
+  ConvOptions options;
+  options.beta = beta;
+  plan.update(saved.input, grad_out, grad_filter, options);
+}
+
+}  // namespace flexkit::nn::heavy

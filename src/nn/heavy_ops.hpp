@@ -1,0 +1,35 @@
+// The one place where layers call the heavy kernels (matrix products and convolutions), so that
+// storage formats and the choice of kernel are decided here and not in every layer.
+//
+// Convolutions over batch-innermost (C, H, W, B) arrays with filters (C, R, S, K): f32 on CUDA
+// runs lowered onto the matrix product (the input's taps gathered once into a column matrix by
+// fused copies, then one cuBLAS product per direction), which is several times faster there
+// than the direct f32 kernels; everything else runs through the ConvPlan.
+#pragma once
+#include "flexkit/array.hpp"
+#include "flexkit/conv.hpp"
+
+namespace flexkit::nn::heavy {
+
+// out = a · b + beta · out (a, b 2-d views of any strides).
+void matmul(const Array& a, const Array& b, const Array& out, double beta = 0.0);
+
+// What a convolution's backward needs from its forward: the input, or its column matrix when
+// the lowered form ran.
+struct ConvSaved {
+  Array input;    // (C, H, W, B)
+  Array columns;  // (C·R·S, P·Q·B), lowered form only
+};
+
+// automatic: lowered for f32 on CUDA (2-d, no dilation or upscale), planned otherwise; tests
+// force either form on any device.
+enum class ConvRoute { automatic, lowered, planned };
+
+ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filter,
+                     const Array& out, bool keep, ConvRoute route = ConvRoute::automatic);
+void conv_bprop(const ConvPlan& plan, const Array& filter, const Array& grad_out,
+                const Array& grad_input, ConvRoute route = ConvRoute::automatic);
+void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad_out,
+                 const Array& grad_filter, double beta, ConvRoute route = ConvRoute::automatic);
+
+}  // namespace flexkit::nn::heavy

@@ -1,0 +1,121 @@
+#include "flexkit/expr.hpp"
+#include "nn/layer_support.hpp"
+
+namespace flexkit::nn {
+
+using namespace detail;
+
+BatchNorm::BatchNorm(std::int64_t channels, double momentum, double eps, bool affine)
+    : channels_(channels), momentum_(momentum), eps_(eps), affine_(affine) {
+  if (channels <= 0) throw ValueError(cat("bn: channels must be positive, got ", channels));
+  if (!(momentum >= 0 && momentum <= 1)) throw ValueError("bn: momentum must be in [0, 1]");
+  if (!(eps > 0)) throw ValueError("bn: eps must be positive");
+  if (affine_) {
+    weight_ = make_parameter("weight", {channels_});
+    bias_ = make_parameter("bias", {channels_});
+  }
+  running_mean_ = make_parameter("running_mean", {channels_}, false);
+  running_var_ = make_parameter("running_var", {channels_}, false);
+  Rng unused;
+  reset_parameters(unused);
+}
+
+std::string BatchNorm::describe() const {
+  return cat("bn(", channels_, ")");
+}
+
+Shape BatchNorm::output_features(const Shape& input) const {
+  if (input.empty() || input[0] != channels_)
+    throw ShapeError(cat(describe(), ": expects ", channels_, " channels on the first axis, got ",
+                         shape_str(input)));
+  return input;
+}
+
+Array BatchNorm::forward(const Array& x) {
+  const ActivationShape a = split_activation(x, describe());
+  output_features(a.features);
+  const Array x2 = x.contiguous().reshape({channels_, -1});
+  const std::int64_t m = x2.dim(1);
+  const Array gamma = affine_ ? weight_.value.reshape({channels_, 1}) : Array();
+  const Array beta = affine_ ? bias_.value.reshape({channels_, 1}) : Array();
+  Array y = Array::empty(x2.shape(), DType::f32, x.device());
+  if (training_) {
+    if (m < 2)
+      throw ValueError(cat(describe(), ": batch statistics need more than one value per channel"));
+    const Array mu = evaluate(mean(Expr(x2), 1));
+    const Array var = evaluate(mean(sqr(Expr(x2) - mu), 1));
+    inv_std_ = evaluate(reciprocal(sqrt(Expr(var) + eps_)));
+    x_hat_ = Array::empty(x2.shape(), DType::f32, x.device());
+    assign(x_hat_, (Expr(x2) - mu) * inv_std_);
+    assign(y, affine_ ? Expr(x_hat_) * gamma + beta : Expr(x_hat_));
+    const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
+    Array rm = running_mean_.value.reshape({channels_, 1});
+    Array rv = running_var_.value.reshape({channels_, 1});
+    assign(rm, (1.0 - momentum_) * Expr(rm) + momentum_ * Expr(mu));
+    assign(rv, (1.0 - momentum_) * Expr(rv) + (momentum_ * unbias) * Expr(var));
+    input_shape_ = x.shape();
+  } else {
+    const Array rm = running_mean_.value.reshape({channels_, 1});
+    const Array rv = running_var_.value.reshape({channels_, 1});
+    Expr normalised = (Expr(x2) - rm) * reciprocal(sqrt(Expr(rv) + eps_));
+    assign(y, affine_ ? normalised * gamma + beta : normalised);
+  }
+  return y.reshape(x.shape());
+}
+
+Array BatchNorm::backward(const Array& grad_output) {
+  if (!x_hat_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
+  const Array g = grad_output.contiguous().reshape(x_hat_.shape());
+  const double m = static_cast<double>(g.dim(1));
+  const Array sum_g = evaluate(sum(Expr(g), 1));
+  const Array sum_g_xhat = evaluate(sum(Expr(g) * x_hat_, 1));
+  Array grad_x = Array::empty(g.shape(), DType::f32, g.device());
+  Expr scale = Expr(inv_std_);
+  if (affine_) {
+    scale = scale * weight_.value.reshape({channels_, 1});
+    ensure_grad(weight_);
+    ensure_grad(bias_);
+    Array gw = weight_.grad.reshape({channels_, 1});
+    Array gb = bias_.grad.reshape({channels_, 1});
+    gw += Expr(sum_g_xhat);
+    gb += Expr(sum_g);
+  }
+  assign(grad_x,
+         scale * (Expr(g) - Expr(sum_g) * (1.0 / m) - Expr(x_hat_) * sum_g_xhat * (1.0 / m)));
+  x_hat_ = Array();
+  inv_std_ = Array();
+  return grad_x.reshape(input_shape_);
+}
+
+std::vector<Parameter*> BatchNorm::parameters() {
+  if (affine_) return {&weight_, &bias_, &running_mean_, &running_var_};
+  return {&running_mean_, &running_var_};
+}
+
+void BatchNorm::reset_parameters(Rng&) {
+  if (affine_) {
+    weight_.value = Array::ones({channels_}, DType::f32, device_);
+    bias_.value = Array::zeros({channels_}, DType::f32, device_);
+  }
+  running_mean_.value = Array::zeros({channels_}, DType::f32, device_);
+  running_var_.value = Array::ones({channels_}, DType::f32, device_);
+}
+
+void BatchNorm::to(Device device) {
+  Layer::to(device);
+  for (Parameter* p : parameters()) move_parameter(*p, device);
+  x_hat_ = Array();
+  inv_std_ = Array();
+}
+
+JsonValue BatchNorm::config() const {
+  return JsonValue::object(
+      {{"type", "batchnorm"},
+       {"num_features", channels_},
+       {"momentum", momentum_},
+       {"eps", eps_},
+       {"affine", affine_},
+       {"statistics", "over every axis but the channel (spatial, time and batch)"}});
+}
+
+}  // namespace flexkit::nn

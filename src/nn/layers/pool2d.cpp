@@ -1,0 +1,120 @@
+// Pooling as fused expressions over strided views of the input: output = max (or mean) of the
+// kernel² views x[:, r::stride, s::stride, :], one kernel on either backend, no index buffers.
+#include "flexkit/expr.hpp"
+#include "nn/layer_support.hpp"
+
+namespace flexkit::nn {
+
+using namespace detail;
+
+namespace {
+
+// The view of x4 (C, H, W, B) read by filter tap (r, s) for every output position.
+Array tap(const Array& x4, std::int64_t r, std::int64_t s, std::int64_t stride, std::int64_t p,
+          std::int64_t q) {
+  return x4(all, slice(r, r + stride * (p - 1) + 1, stride),
+            slice(s, s + stride * (q - 1) + 1, stride), all);
+}
+
+}  // namespace
+
+Pool2d::Pool2d(Mode mode, std::int64_t kernel, std::int64_t stride)
+    : mode_(mode), kernel_(kernel), stride_(stride == 0 ? kernel : stride) {
+  if (kernel_ <= 0 || stride_ <= 0)
+    throw ValueError(cat(describe(), ": kernel and stride must be positive"));
+}
+
+std::string Pool2d::describe() const {
+  return cat(kind(), "(", kernel_, ", stride=", stride_, ")");
+}
+
+Shape Pool2d::output_features(const Shape& input) const {
+  if (input.size() != 3)
+    throw ShapeError(cat(describe(), ": expects image features (C, H, W), got ", shape_str(input)));
+  if (input[1] < kernel_ || input[2] < kernel_)
+    throw ShapeError(cat(describe(), ": the window is larger than the input ", shape_str(input)));
+  return {input[0], (input[1] - kernel_) / stride_ + 1, (input[2] - kernel_) / stride_ + 1};
+}
+
+Array Pool2d::forward(const Array& x) {
+  const ActivationShape a = split_activation(x, describe());
+  const Shape out = output_features(a.features);
+  const Array x4 =
+      x.contiguous().reshape({a.features[0], a.features[1], a.features[2], a.merged()});
+  Array y = Array::empty({out[0], out[1], out[2], a.merged()}, DType::f32, x.device());
+  std::optional<Expr> e;
+  for (std::int64_t r = 0; r < kernel_; ++r)
+    for (std::int64_t s = 0; s < kernel_; ++s) {
+      Expr t(tap(x4, r, s, stride_, out[1], out[2]));
+      e = !e ? t : (mode_ == Mode::max ? maximum(*e, t) : *e + t);
+    }
+  if (mode_ == Mode::average) e = *e * (1.0 / static_cast<double>(kernel_ * kernel_));
+  assign(y, *e);
+  if (training_) {
+    input_ = x4;
+    output_ = y;
+  }
+  return y.reshape(with_time_batch(out, a.steps, a.batch));
+}
+
+Array Pool2d::backward(const Array& grad_output) {
+  if (!input_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
+  const Shape& os = output_.shape();
+  const Array g4 = grad_output.contiguous().reshape(os);
+  Array grad_x = Array::zeros(input_.shape(), DType::f32, g4.device());
+  const bool overlapping = stride_ < kernel_;
+  std::vector<Array> taps;
+  for (std::int64_t r = 0; r < kernel_; ++r)
+    for (std::int64_t s = 0; s < kernel_; ++s) {
+      Array gx = tap(grad_x, r, s, stride_, os[1], os[2]);
+      Expr contribution(0.0);
+      if (mode_ == Mode::average) {
+        contribution = Expr(g4) * (1.0 / static_cast<double>(kernel_ * kernel_));
+      } else {
+        // The gradient goes to the first tap holding the maximum, as PyTorch's does.
+        const Array xt = tap(input_, r, s, stride_, os[1], os[2]);
+        Expr first = eq(xt, output_);
+        for (const Array& earlier : taps) first = first * ne(earlier, output_);
+        contribution = where(first, g4, 0.0);
+        taps.push_back(xt);
+      }
+      if (overlapping)
+        gx += contribution;
+      else
+        assign(gx, contribution);
+    }
+  Shape in_shape = input_.shape();
+  const std::int64_t merged = in_shape.back();
+  in_shape.pop_back();
+  input_ = Array();
+  output_ = Array();
+  const std::int64_t batch = grad_output.dim(grad_output.rank() - 1);
+  return grad_x.reshape(with_time_batch(in_shape, merged / batch, batch));
+}
+
+JsonValue Pool2d::config() const {
+  return JsonValue::object({{"type", mode_ == Mode::max ? "maxpool2d" : "avgpool2d"},
+                            {"kernel_size", kernel_},
+                            {"stride", stride_},
+                            {"padding", 0}});
+}
+
+Shape Flatten::output_features(const Shape& input) const {
+  return {shape_numel(input)};
+}
+
+Array Flatten::forward(const Array& x) {
+  const ActivationShape a = split_activation(x, describe());
+  input_shape_ = x.shape();
+  return x.contiguous().reshape({shape_numel(a.features), a.steps, a.batch});
+}
+
+Array Flatten::backward(const Array& grad_output) {
+  return grad_output.contiguous().reshape(input_shape_);
+}
+
+JsonValue Flatten::config() const {
+  return JsonValue::object({{"type", "flatten"}, {"order", "(C, H, W) row-major, as PyTorch"}});
+}
+
+}  // namespace flexkit::nn

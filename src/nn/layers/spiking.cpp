@@ -1,0 +1,106 @@
+#include "flexkit/expr.hpp"
+#include "nn/layer_support.hpp"
+
+namespace flexkit::nn {
+
+using namespace detail;
+
+Spiking::Spiking(Neuron neuron, std::int64_t time_steps, std::string spelling)
+    : neuron_(std::move(neuron)),
+      steps_(time_steps),
+      spelling_(spelling.empty() ? neuron_.name() : std::move(spelling)) {
+  if (time_steps <= 0)
+    throw ValueError(
+        cat(spelling_, ": the number of time steps T must be positive, got ", time_steps));
+  if (neuron_.inputs().size() != 1)
+    throw ValueError(cat(spelling_, ": a spiking layer needs a neuron with one input; neuron ",
+                         neuron_.name(), " has ", neuron_.inputs().size()));
+  for (const NeuronParamInfo& p : neuron_.params())
+    if (p.learnable && !p.per_neuron) {
+      Parameter param = make_parameter(p.name, {});
+      param.value = Array::full({}, p.value, DType::f32);
+      params_.push_back(std::move(param));
+    }
+}
+
+std::string Spiking::describe() const {
+  return spelling_;
+}
+
+Array Spiking::forward(const Array& x) {
+  const ActivationShape a = split_activation(x, describe());
+  const int time_axis = x.rank() - 2;
+  Array seq = x.contiguous();
+  repeated_input_ = a.steps == 1 && steps_ > 1;
+  if (repeated_input_) {
+    seq = Array::empty(with_time_batch(a.features, steps_, a.batch), DType::f32, x.device());
+    assign(seq, Expr(x));
+  } else if (a.steps != steps_) {
+    throw ShapeError(
+        cat(describe(), ": the input has ", a.steps, " time steps, the layer runs ", steps_));
+  }
+  NamedArrays params;
+  for (const Parameter& p : params_) params.emplace(p.name, p.value);
+  NeuronStorage storage;
+  storage.time_axis = time_axis;
+  const NeuronKernelKind kind =
+      training_ ? NeuronKernelKind::training_forward : NeuronKernelKind::inference_final_state;
+  NeuronForward f =
+      neuron_forward(neuron_, kind, {{neuron_.inputs()[0], seq}}, {}, params, storage);
+  residuals_ = training_ ? f.residuals : nullptr;
+  input_shape_ = x.shape();
+  return f.outputs.at(neuron_.outputs()[0]);
+}
+
+Array Spiking::backward(const Array& grad_output) {
+  if (!residuals_) throw ValueError(cat(describe(), ": backward without a training forward"));
+  NeuronGradients g =
+      neuron_backward(neuron_, *residuals_, {{neuron_.outputs()[0], grad_output.contiguous()}});
+  residuals_ = nullptr;
+  for (Parameter& p : params_) {
+    ensure_grad(p);
+    p.grad += Expr(g.params.at(p.name).reshape({}));
+  }
+  Array gx = g.inputs.at(neuron_.inputs()[0]);
+  if (repeated_input_) gx = evaluate(sum(Expr(gx), gx.rank() - 2));
+  return gx.reshape(input_shape_);
+}
+
+std::vector<Parameter*> Spiking::parameters() {
+  std::vector<Parameter*> out;
+  for (Parameter& p : params_) out.push_back(&p);
+  return out;
+}
+
+void Spiking::reset_parameters(Rng&) {
+  for (Parameter& p : params_)
+    for (const NeuronParamInfo& info : neuron_.params())
+      if (info.name == p.name) p.value = Array::full({}, info.value, DType::f32, device_);
+}
+
+void Spiking::to(Device device) {
+  Layer::to(device);
+  for (Parameter& p : params_) move_parameter(p, device);
+  residuals_ = nullptr;
+}
+
+JsonValue Spiking::config() const {
+  JsonValue params = JsonValue::object();
+  for (const NeuronParamInfo& p : neuron_.params())
+    params.set(p.name,
+               JsonValue::object(
+                   {{"value", p.value}, {"learnable", p.learnable}, {"per_neuron", p.per_neuron}}));
+  JsonValue states = JsonValue::object();
+  for (const std::string& s : neuron_.states()) states.set(s, neuron_.initial_state_value(s));
+  return JsonValue::object({{"type", "spiking"},
+                            {"neuron", neuron_.name()},
+                            {"time_steps", steps_},
+                            {"input", neuron_.inputs()[0]},
+                            {"output", neuron_.outputs()[0]},
+                            {"parameters", params},
+                            {"initial_states", states},
+                            {"state_reset", "every batch starts from the initial states"},
+                            {"source", neuron_.source()}});
+}
+
+}  // namespace flexkit::nn

@@ -1,0 +1,137 @@
+// Optimizers with PyTorch's update rules (torch.optim.SGD, Adam, AdamW), each update a few
+// fused expressions per parameter tensor.
+#include <cmath>
+#include <numbers>
+
+#include "flexkit/expr.hpp"
+#include "nn/layer_support.hpp"
+
+namespace flexkit::nn {
+
+using namespace detail;
+
+namespace {
+
+void check_grad(const Parameter& p) {
+  if (!p.grad.defined() || p.grad.shape() != p.value.shape())
+    throw ValueError(cat("optimizer: parameter '", p.name, "' has no gradient of its shape"));
+}
+
+class Sgd final : public Optimizer {
+ public:
+  explicit Sgd(OptimizerOptions o) : o_(o) {}
+  std::string name() const override { return "sgd"; }
+  void step(const std::vector<Parameter*>& params, double lr) override {
+    if (o_.momentum > 0 && buffers_.size() != params.size()) {
+      buffers_.clear();
+      for (Parameter* p : params)
+        buffers_.push_back(Array::zeros(p->value.shape(), DType::f32, p->value.device()));
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      Parameter& p = *params[i];
+      check_grad(p);
+      Expr g = o_.weight_decay != 0 ? Expr(p.grad) + o_.weight_decay * Expr(p.value) : Expr(p.grad);
+      if (o_.momentum == 0) {
+        assign(p.value, Expr(p.value) - lr * g);
+        continue;
+      }
+      Array& buf = buffers_[i];
+      // The first step starts the buffer at the gradient, as PyTorch does.
+      assign(buf, steps_ == 0 ? g : o_.momentum * Expr(buf) + g);
+      assign(p.value, Expr(p.value) - lr * (o_.nesterov ? g + o_.momentum * Expr(buf) : Expr(buf)));
+    }
+    ++steps_;
+  }
+  std::vector<Array> state() const override { return buffers_; }
+  void set_state(std::vector<Array> state, std::int64_t steps) override {
+    buffers_ = std::move(state);
+    steps_ = steps;
+  }
+
+ private:
+  OptimizerOptions o_;
+  std::vector<Array> buffers_;
+};
+
+class Adam final : public Optimizer {
+ public:
+  Adam(OptimizerOptions o, bool decoupled) : o_(o), decoupled_(decoupled) {}
+  std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
+  void step(const std::vector<Parameter*>& params, double lr) override {
+    if (moments_.size() != 2 * params.size()) {
+      moments_.clear();
+      for (Parameter* p : params)
+        for (int k = 0; k < 2; ++k)
+          moments_.push_back(Array::zeros(p->value.shape(), DType::f32, p->value.device()));
+    }
+    const double t = static_cast<double>(steps_ + 1);
+    const double bc1 = 1 - std::pow(o_.beta1, t), bc2 = 1 - std::pow(o_.beta2, t);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      Parameter& p = *params[i];
+      check_grad(p);
+      Array& m = moments_[2 * i];
+      Array& v = moments_[2 * i + 1];
+      Expr g(p.grad);
+      if (o_.weight_decay != 0 && !decoupled_) g = g + o_.weight_decay * Expr(p.value);
+      assign(m, o_.beta1 * Expr(m) + (1 - o_.beta1) * g);
+      assign(v, o_.beta2 * Expr(v) + (1 - o_.beta2) * sqr(g));
+      Expr w(p.value);
+      if (decoupled_ && o_.weight_decay != 0) w = w * (1 - lr * o_.weight_decay);
+      assign(p.value, w - (lr / bc1) * Expr(m) / (sqrt(Expr(v)) * (1 / std::sqrt(bc2)) + o_.eps));
+    }
+    ++steps_;
+  }
+  std::vector<Array> state() const override { return moments_; }
+  void set_state(std::vector<Array> state, std::int64_t steps) override {
+    moments_ = std::move(state);
+    steps_ = steps;
+  }
+
+ private:
+  OptimizerOptions o_;
+  bool decoupled_;
+  std::vector<Array> moments_;  // m and v of each parameter in turn
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const OptimizerOptions& o) {
+  if (!(o.momentum >= 0 && o.momentum < 1))
+    throw ValueError(cat("optimizer: momentum must be in [0, 1), got ", o.momentum));
+  if (!(o.weight_decay >= 0))
+    throw ValueError(cat("optimizer: weight decay must not be negative, got ", o.weight_decay));
+  if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps > 0))
+    throw ValueError("optimizer: Adam needs 0 <= beta1, beta2 < 1 and eps > 0");
+  if (o.nesterov && o.momentum == 0)
+    throw ValueError("optimizer: Nesterov momentum needs a momentum above 0");
+  if (name == "sgd") return std::make_unique<Sgd>(o);
+  if (name == "adam") return std::make_unique<Adam>(o, false);
+  if (name == "adamw") return std::make_unique<Adam>(o, true);
+  throw ValueError(cat("unknown optimizer '", name, "'; optimizers: sgd, adam, adamw"));
+}
+
+double Schedule::lr(double base_lr, std::int64_t epoch) const {
+  switch (kind) {
+    case Kind::constant:
+      return base_lr;
+    case Kind::step:
+      return base_lr *
+             std::pow(gamma, static_cast<double>(epoch / std::max<std::int64_t>(1, step_size)));
+    case Kind::cosine: {
+      const double e = static_cast<double>(std::min(epoch, total_epochs));
+      return eta_min +
+             (base_lr - eta_min) *
+                 (1 + std::cos(std::numbers::pi * e / static_cast<double>(total_epochs))) / 2;
+    }
+  }
+  return base_lr;
+}
+
+Schedule::Kind parse_schedule(std::string_view name) {
+  if (name == "constant") return Schedule::Kind::constant;
+  if (name == "step") return Schedule::Kind::step;
+  if (name == "cosine") return Schedule::Kind::cosine;
+  throw ValueError(cat("unknown schedule '", name, "'; schedules: constant, step, cosine"));
+}
+
+}  // namespace flexkit::nn

@@ -1,0 +1,526 @@
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "core/text.hpp"
+#include "flexkit/cuda.hpp"
+#include "flexkit/data.hpp"
+#include "flexkit/error.hpp"
+#include "flexkit/expr.hpp"
+#include "flexkit/train.hpp"
+#include "nn/train/checkpoint.hpp"
+#include "nn/train/model_export.hpp"
+#include "nn/train/progress.hpp"
+
+namespace flexkit::nn {
+
+using flexkit::detail::cat;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+const Preset* find_preset(const std::string& name) {
+  for (const Preset& p : presets())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::map<std::string, std::string> parse_lines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
+std::string format_double(double v) {
+  char buffer[40];
+  std::snprintf(buffer, sizeof buffer, "%.17g", v);
+  return buffer;
+}
+
+Device resolve_device(const std::string& name) {
+  if (name == "auto") return cuda::device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  const Device d = Device::parse(name);
+  if (d.is_cuda()) {
+    if (!cuda::built_with_cuda())
+      throw DeviceError(cat("--device ", name, ": this flexkit was built without CUDA"));
+    if (d.index >= cuda::device_count())
+      throw DeviceError(
+          cat("--device ", name, ": ", cuda::device_count(), " CUDA device(s) found"));
+  }
+  return d;
+}
+
+// NaN and infinities survive a multiplication by zero; finite values become 0.
+bool all_finite(const Array& a) {
+  return std::isfinite(evaluate(sum(Expr(a) * 0.0)).to_floats().at(0));
+}
+
+std::size_t peak_host_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::size_t>(usage.ru_maxrss) * 1024;
+}
+
+void prepare_directory(const std::string& dir, const char* option) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw IoError(cat(option, ": cannot create the directory ", dir,
+                      ec ? cat(": ", ec.message()) : std::string(" (a file is in the way)")));
+  if (access(dir.c_str(), W_OK) != 0)
+    throw IoError(cat(option, ": the directory ", dir, " is not writable: ", std::strerror(errno)));
+}
+
+void check_positive(std::int64_t v, const char* what) {
+  if (v <= 0) throw ValueError(cat(what, " must be positive, got ", v));
+}
+
+}  // namespace
+
+void request_stop() {
+  g_stop = true;
+}
+
+ResolvedConfig resolve_config(const TrainConfig& config, const std::string& checkpoint_text) {
+  const std::map<std::string, std::string> saved = parse_lines(checkpoint_text);
+  auto from_saved = [&](const char* key) -> std::optional<std::string> {
+    auto it = saved.find(key);
+    if (it == saved.end()) return std::nullopt;
+    return it->second;
+  };
+  ResolvedConfig r;
+  const std::string model = config.model ? *config.model : from_saved("model").value_or("mlp");
+  const Preset* preset = find_preset(model);
+  r.model = model;
+  r.architecture = preset ? preset->architecture : model;
+  const Preset& base = preset ? *preset : presets().front();
+  auto pick_text = [&](const std::optional<std::string>& given, const char* key,
+                       const std::string& fallback) {
+    if (given) return *given;
+    return from_saved(key).value_or(fallback);
+  };
+  auto pick_int = [&](const std::optional<std::int64_t>& given, const char* key,
+                      std::int64_t fallback) {
+    if (given) return *given;
+    const auto s = from_saved(key);
+    return s ? static_cast<std::int64_t>(std::stoll(*s)) : fallback;
+  };
+  auto pick_double = [&](const std::optional<double>& given, const char* key, double fallback) {
+    if (given) return *given;
+    const auto s = from_saved(key);
+    return s ? std::stod(*s) : fallback;
+  };
+  r.neuron = pick_text(config.neuron, "neuron", base.neuron);
+  if (!config.neuron_settings.empty() || config.neuron) {
+    r.neuron_settings = config.neuron_settings;
+  } else if (const auto s = from_saved("neuron_settings")) {
+    std::istringstream in(*s);
+    std::string item;
+    while (std::getline(in, item, ';'))
+      if (const auto eq = item.find('='); eq != std::string::npos)
+        r.neuron_settings.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  } else {
+    r.neuron_settings = preset ? preset->neuron_settings : decltype(r.neuron_settings){};
+  }
+  r.time_steps = pick_int(config.time_steps, "time_steps", base.time_steps);
+  r.epochs = pick_int(config.epochs, "epochs", base.epochs);
+  r.batch = pick_int(config.batch, "batch", base.batch);
+  r.lr = pick_double(config.lr, "lr", base.lr);
+  r.momentum = pick_double(config.momentum, "momentum", base.momentum);
+  r.weight_decay = pick_double(config.weight_decay, "weight_decay", base.weight_decay);
+  r.nesterov = config.nesterov ? *config.nesterov
+                               : from_saved("nesterov").value_or(base.nesterov ? "1" : "0") == "1";
+  r.optimizer = pick_text(config.optimizer, "optimizer", base.optimizer);
+  r.loss = pick_text(config.loss, "loss", base.loss);
+  r.schedule = pick_text(config.schedule, "schedule", base.schedule);
+  r.step_size = pick_int(config.step_size, "step_size", 30);
+  r.gamma = pick_double(config.gamma, "gamma", 0.1);
+  r.seed = config.seed ? *config.seed
+                       : static_cast<std::uint64_t>(std::stoull(from_saved("seed").value_or("0")));
+  r.limit = pick_int(config.limit, "limit", 0);
+
+  check_positive(r.time_steps, "T (--T)");
+  check_positive(r.epochs, "the number of epochs (--epochs)");
+  check_positive(r.batch, "the batch size (--batch)");
+  if (!(r.lr > 0) || !std::isfinite(r.lr))
+    throw ValueError(cat("the learning rate (--lr) must be a positive number, got ", r.lr));
+  if (r.limit < 0) throw ValueError(cat("--limit must not be negative, got ", r.limit));
+  if (r.step_size <= 0) throw ValueError(cat("--step-size must be positive, got ", r.step_size));
+  if (!(r.gamma > 0)) throw ValueError(cat("--gamma must be positive, got ", r.gamma));
+  (void)parse_loss(r.loss);
+  (void)parse_schedule(r.schedule);
+  (void)make_optimizer(r.optimizer, r.optimizer_options());
+  return r;
+}
+
+OptimizerOptions ResolvedConfig::optimizer_options() const {
+  OptimizerOptions o;
+  o.momentum = optimizer == "sgd" ? momentum : 0.9;
+  o.nesterov = nesterov;
+  o.weight_decay = weight_decay;
+  return o;
+}
+
+Neuron ResolvedConfig::build_neuron() const {
+  Neuron n = Neuron::named_or_file(neuron);
+  for (const auto& [k, v] : neuron_settings) n = n.with_setting(k, v);
+  return n;
+}
+
+Sequential ResolvedConfig::build_model() const {
+  ArchitectureOptions options;
+  options.time_steps = time_steps;
+  options.neuron = build_neuron();
+  options.neuron_spelling = neuron;
+  options.dropout_seed = seed;
+  Sequential net = parse_architecture(architecture, {1, 28, 28}, options);
+  const Shape out = net.check_shapes({1, 28, 28});
+  if (out != Shape{10})
+    throw ShapeError(cat("the model ends in features ", shape_str(out),
+                         "; a Fashion-MNIST classifier must end in 10 (the classes), e.g. "
+                         "linear(10) followed by a spiking layer"));
+  return net;
+}
+
+std::string ResolvedConfig::text() const {
+  std::string settings;
+  for (const auto& [k, v] : neuron_settings)
+    settings += cat(settings.empty() ? "" : ";", k, "=", v);
+  return cat("model=", model, "\narchitecture=", architecture, "\nneuron=", neuron,
+             "\nneuron_settings=", settings, "\ntime_steps=", time_steps, "\nepochs=", epochs,
+             "\nbatch=", batch, "\nlr=", format_double(lr), "\nmomentum=", format_double(momentum),
+             "\nweight_decay=", format_double(weight_decay), "\nnesterov=", nesterov ? 1 : 0,
+             "\noptimizer=", optimizer, "\nloss=", loss, "\nschedule=", schedule,
+             "\nstep_size=", step_size, "\ngamma=", format_double(gamma), "\nseed=", seed,
+             "\nlimit=", limit, "\n");
+}
+
+std::string canonical_architecture(Sequential& net) {
+  std::string out;
+  for (std::size_t i = 0; i < net.size(); ++i) out += cat(i ? " " : "", net[i].describe());
+  return out;
+}
+
+std::uint64_t model_hash(Sequential& net) {
+  std::string key;
+  for (std::size_t i = 0; i < net.size(); ++i) key += to_json(net[i].config(), 0) + "\n";
+  return fnv1a(key.data(), key.size());
+}
+
+namespace {
+
+std::vector<Rng*> layer_rngs(Sequential& net) {
+  std::vector<Rng*> out;
+  for (std::size_t i = 0; i < net.size(); ++i)
+    if (auto* d = dynamic_cast<Dropout*>(&net[i])) out.push_back(&d->rng());
+  return out;
+}
+
+struct Totals {
+  double loss = 0;
+  std::int64_t correct = 0, samples = 0;
+};
+
+Totals run_test(Sequential& net, BatchLoader& loader, LossKind loss) {
+  net.set_training(false);
+  Totals t;
+  loader.start_epoch(0);
+  while (std::optional<Batch> b = loader.next()) {
+    const Array out = net.forward(b->images);
+    const LossResult r = rate_loss(out, b->labels, loss);
+    const std::int64_t n = b->labels.dim(0);
+    t.loss += r.loss * static_cast<double>(n);
+    t.correct += r.correct;
+    t.samples += n;
+  }
+  net.set_training(true);
+  return t;
+}
+
+void restore(Sequential& net, Optimizer& optimizer, const Checkpoint& c, Device device,
+             const std::string& path) {
+  auto named = net.named_parameters();
+  if (named.size() != c.parameters.size())
+    throw FormatError(cat(path, ": the checkpoint holds ", c.parameters.size(),
+                          " tensors, the model has ", named.size()));
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const auto& [name, array] = c.parameters[i];
+    Parameter* p = named[i].second;
+    if (name != named[i].first || array.shape() != p->value.shape())
+      throw FormatError(cat(path, ": tensor ", i, " is ", name, " ", shape_str(array.shape()),
+                            ", the model expects ", named[i].first, " ",
+                            shape_str(p->value.shape())));
+    p->value = array.copy_to(device);
+  }
+  std::vector<Array> state;
+  for (const Array& a : c.optimizer_state) state.push_back(a.copy_to(device));
+  optimizer.set_state(std::move(state), c.optimizer_steps);
+  std::vector<Rng*> rngs = layer_rngs(net);
+  if (rngs.size() != c.rng_states.size())
+    throw FormatError(cat(path, ": the checkpoint's random states do not match the model"));
+  for (std::size_t i = 0; i < rngs.size(); ++i) rngs[i]->set_state(c.rng_states[i]);
+}
+
+Checkpoint snapshot(Sequential& net, const Optimizer& optimizer, const ResolvedConfig& r,
+                    std::uint64_t hash, std::int64_t epochs_done, std::int64_t step,
+                    const std::vector<EpochRecord>& history, double best) {
+  Checkpoint c;
+  c.config_hash = hash;
+  c.config_text = r.text();
+  c.epochs_done = epochs_done;
+  c.global_step = step;
+  for (Rng* rng : layer_rngs(net)) c.rng_states.push_back(rng->state());
+  for (const auto& [name, p] : net.named_parameters())
+    c.parameters.emplace_back(name, p->value.copy_to(Device::cpu()));
+  c.optimizer = optimizer.name();
+  c.optimizer_steps = optimizer.steps();
+  for (const Array& a : optimizer.state()) c.optimizer_state.push_back(a.copy_to(Device::cpu()));
+  c.history = history;
+  c.best_test_accuracy = best;
+  return c;
+}
+
+std::size_t device_peak(Device device) {
+  if (!device.is_cuda()) return 0;
+  return cuda::allocator_stats(device.index).peak_in_use_bytes;
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& config) {
+  g_stop = false;
+  const auto wall_start = std::chrono::steady_clock::now();
+  std::optional<Checkpoint> resumed;
+  if (!config.resume.empty()) resumed = load_checkpoint(config.resume);
+  const ResolvedConfig r = resolve_config(config, resumed ? resumed->config_text : "");
+  const Device device = resolve_device(config.device);
+  Sequential net = r.build_model();
+  net.to(device);
+  Rng init_rng(r.seed);
+  net.reset_parameters(init_rng);
+  const std::uint64_t hash = model_hash(net);
+  const LossKind loss_kind = parse_loss(r.loss);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(r.optimizer, r.optimizer_options());
+  Schedule schedule;
+  schedule.kind = parse_schedule(r.schedule);
+  schedule.step_size = r.step_size;
+  schedule.gamma = r.gamma;
+  schedule.total_epochs = r.epochs;
+
+  TrainResult result;
+  result.device = device.str();
+  result.architecture = canonical_architecture(net);
+  std::int64_t first_epoch = 0, global_step = 0;
+  if (resumed) {
+    if (resumed->config_hash != hash)
+      throw FormatError(cat(config.resume, ": the checkpoint was made for another model (",
+                            parse_lines(resumed->config_text)["architecture"],
+                            "); this run builds ", result.architecture));
+    restore(net, *optimizer, *resumed, device, config.resume);
+    first_epoch = resumed->epochs_done;
+    global_step = resumed->global_step;
+    result.history = resumed->history;
+    result.best_test_accuracy = resumed->best_test_accuracy;
+    if (!result.history.empty()) result.test_accuracy = result.history.back().test_accuracy;
+    if (first_epoch > r.epochs)
+      throw ValueError(
+          cat(config.resume, " has ", first_epoch, " epochs done, more than --epochs ", r.epochs));
+  }
+  // Output places are made and checked before training, not found missing after it.
+  if (!config.checkpoint_dir.empty()) prepare_directory(config.checkpoint_dir, "--checkpoint");
+  for (const auto& [path, option] :
+       {std::pair{config.save, "--save"}, {config.summary, "--summary"}})
+    if (!path.empty()) {
+      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+      if (!parent.empty()) prepare_directory(parent.string(), option);
+      if (std::filesystem::is_directory(path))
+        throw ValueError(cat(option, " ", path, " is a directory; give a file name"));
+    }
+
+  const Dataset train_set = load_fashion_mnist(config.data_dir, true);
+  const Dataset test_set = load_fashion_mnist(config.data_dir, false);
+  LoaderOptions train_options;
+  train_options.batch_size = r.batch;
+  train_options.seed = r.seed;
+  train_options.limit = r.limit;
+  train_options.device = device;
+  LoaderOptions test_options = train_options;
+  test_options.shuffle = false;
+  BatchLoader train_loader(train_set, train_options);
+  BatchLoader test_loader(test_set, test_options);
+
+  Progress progress(stdout, !config.quiet);
+  progress.line(cat("flexkit train: ", r.model == r.architecture ? "" : r.model + " = ",
+                    result.architecture, "\n  neuron ", r.neuron, ", T ", r.time_steps, ", ",
+                    r.optimizer, " lr ", r.lr, " (", r.schedule, "), loss ", r.loss, ", batch ",
+                    r.batch, ", ", train_loader.samples(), " training samples, device ",
+                    device.str(), ", seed ", r.seed));
+  if (resumed) progress.line(cat("resuming from ", config.resume, " after epoch ", first_epoch));
+
+  double train_seconds = 0;
+  std::int64_t trained_samples = 0;
+  std::string last_checkpoint = resumed ? config.resume : "";
+  auto params = net.parameters();
+  auto named = net.named_parameters();
+  for (std::int64_t epoch = first_epoch; epoch < r.epochs; ++epoch) {
+    if (g_stop) {
+      result.interrupted = true;
+      progress.line(cat("interrupted before epoch ", epoch + 1,
+                        last_checkpoint.empty()
+                            ? std::string("; no checkpoint was written")
+                            : cat("; the last checkpoint, ", last_checkpoint, ", is intact")));
+      break;
+    }
+    const double lr = schedule.lr(r.lr, epoch);
+    const auto epoch_start = std::chrono::steady_clock::now();
+    net.set_training(true);
+    train_loader.start_epoch(epoch);
+    progress.start_epoch(epoch + 1, r.epochs, train_loader.batches_per_epoch());
+    Totals t;
+    std::int64_t step_in_epoch = 0;
+    while (std::optional<Batch> b = train_loader.next()) {
+      const Array out = net.forward(b->images);
+      const LossResult lr_result = rate_loss(out, b->labels, loss_kind);
+      if (!std::isfinite(lr_result.loss)) {
+        progress.finish_bar();
+        throw TrainingDiverged(
+            cat("the loss is ", lr_result.loss, " at epoch ", epoch + 1, ", step ",
+                step_in_epoch + 1, " (global step ", global_step + 1, "); stopped",
+                last_checkpoint.empty() ? std::string(", no checkpoint was written")
+                                        : cat("; the last good checkpoint is ", last_checkpoint),
+                ". Try a lower learning rate (--lr)"));
+      }
+      net.zero_grad();
+      net.backward(lr_result.grad_output);
+      optimizer->step(params, lr);
+      // Spikes hide a NaN (a NaN potential never fires), so the parameters are checked too.
+      for (const auto& [name, p] : named)
+        if (p->trainable && !all_finite(p->value)) {
+          progress.finish_bar();
+          throw TrainingDiverged(
+              cat("parameter ", name, " is no longer finite after epoch ", epoch + 1, ", step ",
+                  step_in_epoch + 1, " (global step ", global_step + 1, "); stopped",
+                  last_checkpoint.empty() ? std::string(", no checkpoint was written")
+                                          : cat("; the last good checkpoint is ", last_checkpoint),
+                  ". Try a lower learning rate (--lr)"));
+        }
+      const std::int64_t n = b->labels.dim(0);
+      t.loss += lr_result.loss * static_cast<double>(n);
+      t.correct += lr_result.correct;
+      t.samples += n;
+      ++step_in_epoch;
+      ++global_step;
+      progress.step(step_in_epoch, t.loss / static_cast<double>(t.samples),
+                    static_cast<double>(t.correct) / static_cast<double>(t.samples), t.samples);
+      if (g_stop) break;
+    }
+    const double epoch_train_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+    if (g_stop) {
+      progress.finish_bar();
+      result.interrupted = true;
+      progress.line(cat("interrupted in epoch ", epoch + 1, " at step ", step_in_epoch,
+                        last_checkpoint.empty()
+                            ? std::string("; no checkpoint was written")
+                            : cat("; the last checkpoint, ", last_checkpoint, ", is intact")));
+      break;
+    }
+    train_seconds += epoch_train_seconds;
+    trained_samples += t.samples;
+    const Totals test = run_test(net, test_loader, loss_kind);
+    EpochRecord record;
+    record.epoch = epoch + 1;
+    record.train_loss = t.loss / static_cast<double>(std::max<std::int64_t>(1, t.samples));
+    record.train_accuracy =
+        static_cast<double>(t.correct) / static_cast<double>(std::max<std::int64_t>(1, t.samples));
+    record.test_loss = test.loss / static_cast<double>(std::max<std::int64_t>(1, test.samples));
+    record.test_accuracy = static_cast<double>(test.correct) /
+                           static_cast<double>(std::max<std::int64_t>(1, test.samples));
+    record.lr = lr;
+    record.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+    result.history.push_back(record);
+    result.test_accuracy = record.test_accuracy;
+    const bool best =
+        record.test_accuracy > result.best_test_accuracy || result.history.size() == 1;
+    if (best) result.best_test_accuracy = record.test_accuracy;
+    progress.line(cat(
+        "epoch ", record.epoch, "/", r.epochs, ": train loss ", format_fixed(record.train_loss, 4),
+        " acc ", format_fixed(100 * record.train_accuracy, 2), "% | test loss ",
+        format_fixed(record.test_loss, 4), " acc ", format_fixed(100 * record.test_accuracy, 2),
+        "% | lr ", format_general(lr), " | ", format_fixed(record.seconds, 1), " s, ",
+        format_fixed(static_cast<double>(t.samples) / epoch_train_seconds, 0), " samples/s"));
+    if (!config.checkpoint_dir.empty()) {
+      const Checkpoint c = snapshot(net, *optimizer, r, hash, epoch + 1, global_step,
+                                    result.history, result.best_test_accuracy);
+      const std::string path =
+          (std::filesystem::path(config.checkpoint_dir) / cat("epoch-", epoch + 1, ".ckpt"))
+              .string();
+      save_checkpoint(path, c);
+      last_checkpoint = path;
+      if (best)
+        save_checkpoint((std::filesystem::path(config.checkpoint_dir) / "best.ckpt").string(), c);
+    }
+  }
+  result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  result.samples_per_second =
+      train_seconds > 0 ? static_cast<double>(trained_samples) / train_seconds : 0;
+  result.peak_host_bytes = peak_host_bytes();
+  result.peak_device_bytes = device_peak(device);
+  if (!config.save.empty() && !result.interrupted) save_model_npz(config.save, net, r);
+  if (!config.summary.empty()) write_summary(config.summary, result, r);
+  if (!result.history.empty())
+    progress.line(cat("test accuracy ", format_fixed(100 * result.test_accuracy, 2), "% (best ",
+                      format_fixed(100 * result.best_test_accuracy, 2), "%), ",
+                      format_fixed(result.samples_per_second, 0), " samples/s, ",
+                      format_duration(result.wall_seconds), " in all"));
+  return result;
+}
+
+EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& device_name,
+                               const std::string& data_dir, std::int64_t limit) {
+  const Checkpoint c = load_checkpoint(checkpoint);
+  TrainConfig config;
+  const ResolvedConfig r = resolve_config(config, c.config_text);
+  const Device device = resolve_device(device_name);
+  Sequential net = r.build_model();
+  net.to(device);
+  if (model_hash(net) != c.config_hash)
+    throw FormatError(cat(checkpoint, ": the checkpoint's hash does not match its own model"));
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(r.optimizer, r.optimizer_options());
+  restore(net, *optimizer, c, device, checkpoint);
+  const Dataset test_set = load_fashion_mnist(data_dir, false);
+  LoaderOptions options;
+  options.batch_size = r.batch;
+  options.shuffle = false;
+  options.limit = limit;
+  options.device = device;
+  BatchLoader loader(test_set, options);
+  const Totals t = run_test(net, loader, parse_loss(r.loss));
+  EvalResult e;
+  e.samples = t.samples;
+  e.test_loss = t.loss / static_cast<double>(std::max<std::int64_t>(1, t.samples));
+  e.test_accuracy =
+      static_cast<double>(t.correct) / static_cast<double>(std::max<std::int64_t>(1, t.samples));
+  e.architecture = canonical_architecture(net);
+  e.device = device.str();
+  return e;
+}
+
+}  // namespace flexkit::nn

@@ -1,0 +1,479 @@
+// flexkit::nn layers against central differences of their own forward (L = sum(y * R) for a
+// fixed random R, accumulated in double), architecture strings, parameter names and the
+// PyTorch-style initialisation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flexkit/error.hpp"
+#include "flexkit/flexkit.hpp"
+#include "flexkit/nn.hpp"
+
+namespace flexkit::nn {
+namespace {
+
+std::vector<float> uniform_values(std::size_t n, std::mt19937_64& gen, double lo, double hi) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(dist(gen));
+  return v;
+}
+
+Array uniform_array(const Shape& shape, std::mt19937_64& gen, double lo = -1.0, double hi = 1.0) {
+  return Array::from_vector(
+      uniform_values(static_cast<std::size_t>(shape_numel(shape)), gen, lo, hi), shape);
+}
+
+double weighted_sum(const Array& y, const std::vector<double>& r) {
+  const std::vector<double> v = y.to_doubles();
+  EXPECT_EQ(v.size(), r.size());
+  double s = 0;
+  for (std::size_t i = 0; i < v.size() && i < r.size(); ++i) s += v[i] * r[i];
+  return s;
+}
+
+// |analytic - numeric| <= rtol (|numeric| + 0.1 max |numeric|) + atol: relative where the
+// gradient is large, against the tensor's scale where it is near zero, and never below the
+// differences' own noise (float32 outputs summed into L, divided by 2 eps). A gradient that is
+// zero by construction (a bias before batch normalisation) must come out near zero.
+void expect_gradients_close(const std::string& what, const std::vector<float>& analytic,
+                            const std::vector<double>& numeric, double rtol, double atol) {
+  ASSERT_EQ(analytic.size(), numeric.size()) << what;
+  double scale = 0;
+  for (double n : numeric) scale = std::max(scale, std::abs(n));
+  int bad = 0;
+  for (std::size_t i = 0; i < numeric.size(); ++i) {
+    const double tol = rtol * (std::abs(numeric[i]) + 0.1 * scale) + atol;
+    if (std::abs(analytic[i] - numeric[i]) > tol && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric "
+                    << numeric[i] << ", tolerance " << tol;
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << numeric.size() << " elements off";
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// Central differences of L(v) where v is perturbed one element at a time; `evaluate` rebuilds
+// whatever v feeds and returns L. The step is the one float32 actually represents.
+template <class Evaluate>
+std::vector<double> central_differences(std::vector<float> values, double eps,
+                                        const Evaluate& evaluate) {
+  std::vector<double> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float keep = values[i];
+    const float plus = static_cast<float>(keep + eps), minus = static_cast<float>(keep - eps);
+    values[i] = plus;
+    const double lp = evaluate(values);
+    values[i] = minus;
+    const double lm = evaluate(values);
+    values[i] = keep;
+    out[i] = (lp - lm) / (static_cast<double>(plus) - static_cast<double>(minus));
+  }
+  return out;
+}
+
+// The analytic grad_x and parameter gradients of `model` (a Layer or a Sequential, in training
+// mode) against central differences of its forward.
+template <class Model>
+void check_gradients(Model& model, const std::vector<Parameter*>& params, const Array& x,
+                     std::uint64_t seed, double eps = 1e-2, double rtol = 2e-2,
+                     double atol = 1e-4) {
+  std::mt19937_64 gen(seed);
+  for (Parameter* p : params) p->grad = Array::zeros(p->value.shape(), DType::f32);
+  const Array y = model.forward(x);
+  const std::vector<float> r = uniform_values(static_cast<std::size_t>(y.size()), gen, -1, 1);
+  const std::vector<double> rd(r.begin(), r.end());
+  const Array grad_x = model.backward(Array::from_vector(r, y.shape()));
+  ASSERT_EQ(grad_x.shape(), x.shape());
+
+  const Shape x_shape = x.shape();
+  const std::vector<double> numeric_x =
+      central_differences(x.to_floats(), eps, [&](const std::vector<float>& v) {
+        return weighted_sum(model.forward(Array::from_vector(v, x_shape)), rd);
+      });
+  ASSERT_GT(max_abs(numeric_x), 100 * atol) << "a vacuous check: L does not depend on x";
+  expect_gradients_close("grad_x", grad_x.to_floats(), numeric_x, rtol, atol);
+
+  for (Parameter* p : params) {
+    const std::vector<float> analytic = p->grad.to_floats();
+    const Array original = p->value;
+    const Shape shape = original.shape();
+    const std::vector<double> numeric =
+        central_differences(original.to_floats(), eps, [&](const std::vector<float>& v) {
+          p->value = Array::from_vector(v, shape);
+          return weighted_sum(model.forward(x), rd);
+        });
+    p->value = original;
+    expect_gradients_close("grad " + p->name, analytic, numeric, rtol, atol);
+  }
+}
+
+std::vector<Parameter*> trainable(Layer& layer) {
+  std::vector<Parameter*> out;
+  for (Parameter* p : layer.parameters())
+    if (p->trainable) out.push_back(p);
+  return out;
+}
+
+void randomise(Layer& layer, std::uint64_t seed) {
+  Rng rng(seed);
+  layer.reset_parameters(rng);
+}
+
+// ---- finite differences ------------------------------------------------------------------------
+
+TEST(NnGradients, LinearWithBias) {
+  std::mt19937_64 gen(1);
+  Linear layer(5, 4, true);
+  randomise(layer, 11);
+  // Kaiming init leaves the bias small; a larger one makes its gradient check meaningful too.
+  layer.bias().value = uniform_array({4}, gen);
+  check_gradients(layer, trainable(layer), uniform_array({5, 2, 3}, gen), 2);
+}
+
+TEST(NnGradients, LinearWithoutBias) {
+  std::mt19937_64 gen(3);
+  Linear layer(6, 3, false);
+  randomise(layer, 12);
+  EXPECT_EQ(layer.parameters().size(), 1u);
+  check_gradients(layer, trainable(layer), uniform_array({6, 1, 4}, gen), 4);
+}
+
+TEST(NnGradients, ConvStride1Padding1) {
+  std::mt19937_64 gen(5);
+  Conv2d layer(2, 3, 3, 1, 1, true);
+  randomise(layer, 13);
+  layer.bias().value = uniform_array({3}, gen);
+  check_gradients(layer, trainable(layer), uniform_array({2, 5, 4, 2, 2}, gen), 6);
+}
+
+TEST(NnGradients, ConvStride2NoBias) {
+  std::mt19937_64 gen(7);
+  Conv2d layer(3, 2, 3, 2, 0, false);
+  randomise(layer, 14);
+  check_gradients(layer, trainable(layer), uniform_array({3, 7, 6, 1, 3}, gen), 8);
+}
+
+TEST(NnGradients, BatchNormImages) {
+  std::mt19937_64 gen(9);
+  BatchNorm layer(3);
+  for (Parameter* p : layer.parameters()) {
+    if (p->name == "weight") p->value = uniform_array({3}, gen, 0.5, 1.5);
+    if (p->name == "bias") p->value = uniform_array({3}, gen);
+  }
+  check_gradients(layer, trainable(layer), uniform_array({3, 2, 3, 2, 2}, gen, -2, 2), 10);
+}
+
+TEST(NnGradients, BatchNormFeatures) {
+  std::mt19937_64 gen(15);
+  BatchNorm layer(4);
+  for (Parameter* p : layer.parameters()) {
+    if (p->name == "weight") p->value = uniform_array({4}, gen, 0.5, 1.5);
+    if (p->name == "bias") p->value = uniform_array({4}, gen);
+  }
+  check_gradients(layer, trainable(layer), uniform_array({4, 3, 5}, gen, -2, 2), 16);
+}
+
+TEST(NnGradients, AvgPool) {
+  std::mt19937_64 gen(17);
+  Pool2d pool(Pool2d::Mode::average, 2);
+  check_gradients(pool, {}, uniform_array({2, 6, 4, 2, 2}, gen), 18);
+  Pool2d overlapping(Pool2d::Mode::average, 3, 2);
+  check_gradients(overlapping, {}, uniform_array({2, 7, 5, 1, 2}, gen), 19);
+}
+
+// Distinct values 0.05 apart, so that a step of 0.01 never changes which element is the maximum.
+Array distinct_values(const Shape& shape, std::mt19937_64& gen) {
+  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
+  std::vector<int> order(v.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), gen);
+  const double centre = 0.5 * static_cast<double>(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(0.05 * (order[i] - centre));
+  return Array::from_vector(v, shape);
+}
+
+TEST(NnGradients, MaxPool) {
+  std::mt19937_64 gen(21);
+  Pool2d pool(Pool2d::Mode::max, 2);
+  check_gradients(pool, {}, distinct_values({2, 6, 4, 2, 2}, gen), 22);
+  Pool2d overlapping(Pool2d::Mode::max, 3, 2);
+  check_gradients(overlapping, {}, distinct_values({2, 7, 7, 1, 2}, gen), 23);
+}
+
+TEST(NnGradients, Flatten) {
+  std::mt19937_64 gen(25);
+  Flatten flatten;
+  const Array x = uniform_array({2, 3, 4, 2, 3}, gen);
+  const Array y = flatten.forward(x);
+  EXPECT_EQ(y.shape(), (Shape{24, 2, 3}));
+  EXPECT_EQ(y.to_floats(), x.to_floats());
+  check_gradients(flatten, {}, x, 26);
+}
+
+TEST(NnGradients, SequentialLinearBatchNormLinear) {
+  std::mt19937_64 gen(27);
+  Sequential net = parse_architecture("linear(6) bn linear(3)", {5});
+  Rng rng(28);
+  net.reset_parameters(rng);
+  for (auto& [name, p] : net.named_parameters()) {
+    if (name == "1.weight") p->value = uniform_array({6}, gen, 0.5, 1.5);
+    if (name == "1.bias") p->value = uniform_array({6}, gen);
+  }
+  net.set_training(true);
+  check_gradients(net, net.parameters(), uniform_array({5, 2, 4}, gen, -2, 2), 29);
+}
+
+TEST(NnGradients, AccumulateOverBackwardCalls) {
+  std::mt19937_64 gen(31);
+  Linear layer(3, 2, true);
+  randomise(layer, 32);
+  const Array x = uniform_array({3, 1, 4}, gen);
+  const Array g = uniform_array({2, 1, 4}, gen);
+  layer.weight().grad = Array::zeros({2, 3}, DType::f32);
+  layer.bias().grad = Array::zeros({2}, DType::f32);
+  layer.forward(x);
+  layer.backward(g);
+  const std::vector<float> once = layer.weight().grad.to_floats();
+  layer.forward(x);
+  layer.backward(g);
+  const std::vector<float> twice = layer.weight().grad.to_floats();
+  for (std::size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(twice[i], 2 * once[i]);
+}
+
+// Every layer takes strided views (here the batch axis outermost in memory) as well as
+// contiguous arrays, with the same results.
+TEST(NnLayers, StridedInputsGiveTheContiguousResults) {
+  std::mt19937_64 gen(35);
+  // (N, C, H, W, T) in memory, viewed as (C, H, W, T, N).
+  const Array image = uniform_array({2, 3, 6, 6, 2}, gen).transpose({1, 2, 3, 4, 0});
+  const Array flat = uniform_array({2, 5, 3}, gen).transpose({1, 2, 0});  // (5, T=3, N=2)
+  ASSERT_FALSE(image.is_contiguous());
+  ASSERT_FALSE(flat.is_contiguous());
+  std::vector<std::pair<std::unique_ptr<Layer>, const Array*>> cases;
+  cases.emplace_back(std::make_unique<Linear>(5, 4), &flat);
+  cases.emplace_back(std::make_unique<Conv2d>(3, 4, 3, 1, 1), &image);
+  cases.emplace_back(std::make_unique<BatchNorm>(3), &image);
+  cases.emplace_back(std::make_unique<Pool2d>(Pool2d::Mode::max, 2), &image);
+  cases.emplace_back(std::make_unique<Pool2d>(Pool2d::Mode::average, 3, 2), &image);
+  cases.emplace_back(std::make_unique<Flatten>(), &image);
+  cases.emplace_back(std::make_unique<Spiking>(Neuron::builtin("lif"), 2), &image);
+  for (auto& [layer, x] : cases) {
+    SCOPED_TRACE(layer->describe());
+    Rng rng(36);
+    layer->reset_parameters(rng);
+    const Array contiguous = x->clone();
+    const Array y = layer->forward(contiguous);
+    const Array gy = uniform_array(y.shape(), gen);
+    const std::vector<float> want_grad = layer->backward(gy).to_floats();
+    try {
+      EXPECT_EQ(layer->forward(*x).to_floats(), y.to_floats());
+      EXPECT_EQ(layer->backward(gy).to_floats(), want_grad);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "a strided input throws: " << e.what();
+    }
+  }
+}
+
+TEST(NnLayers, DropoutIsTheIdentityInEvaluation) {
+  std::mt19937_64 gen(37);
+  const Array x = uniform_array({4, 3, 2}, gen);
+  Dropout dropout(0.5, 9);
+  dropout.set_training(false);
+  EXPECT_EQ(dropout.forward(x).to_floats(), x.to_floats());
+  EXPECT_EQ(dropout.backward(x).to_floats(), x.to_floats());
+}
+
+TEST(NnLayers, SpikingRejectsAnotherNumberOfSteps) {
+  Spiking lif(Neuron::builtin("lif"), 4);
+  EXPECT_THROW(lif.forward(Array::zeros({3, 2, 5}, DType::f32)), ShapeError);
+  // T = 1 is the repeated input.
+  EXPECT_EQ(lif.forward(Array::zeros({3, 1, 5}, DType::f32)).shape(), (Shape{3, 4, 5}));
+}
+
+// ---- architecture strings ----------------------------------------------------------------------
+
+template <class Error>
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw the wrong type: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+TEST(NnArchitecture, BuildsTheLayersItNames) {
+  Sequential net = parse_architecture(
+      "conv(8, 3, padding=1) bn lif maxpool(2) dropout(0.25) flatten linear(10, bias=false) plif",
+      {1, 8, 8}, {.time_steps = 3});
+  const std::vector<std::string> want = {"conv(1, 8, 3, stride=1, padding=1, bias=true)",
+                                         "bn(8)",
+                                         "lif",
+                                         "maxpool(2, stride=2)",
+                                         "dropout(0.25)",
+                                         "flatten",
+                                         "linear(128, 10, bias=false)",
+                                         "plif"};
+  ASSERT_EQ(net.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(net[i].describe(), want[i]) << i;
+  EXPECT_EQ(net[0].kind(), "conv");
+  EXPECT_EQ(net[2].kind(), "lif");
+  EXPECT_EQ(net[3].kind(), "maxpool");
+  EXPECT_EQ(net.check_shapes({1, 8, 8}), (Shape{10}));
+  const auto* spiking = dynamic_cast<const Spiking*>(&net[2]);
+  ASSERT_NE(spiking, nullptr);
+  EXPECT_EQ(spiking->time_steps(), 3);
+
+  // The input with T = 1 runs once through conv and bn; the spiking layer repeats it.
+  std::mt19937_64 gen(41);
+  const Array out = net.forward(uniform_array({1, 8, 8, 1, 2}, gen));
+  EXPECT_EQ(out.shape(), (Shape{10, 3, 2}));
+  for (float s : out.to_floats()) EXPECT_TRUE(s == 0.0f || s == 1.0f) << s;
+}
+
+TEST(NnArchitecture, SeparatorsAndAliases) {
+  Sequential net = parse_architecture("flatten-fc(4)|linear(2),if", {2, 3});
+  ASSERT_EQ(net.size(), 4u);
+  EXPECT_EQ(net[1].describe(), "linear(6, 4, bias=true)");
+  EXPECT_EQ(net[2].describe(), "linear(4, 2, bias=true)");
+  EXPECT_EQ(net[3].kind(), "if");
+}
+
+TEST(NnArchitecture, SyntaxErrorsGiveThePosition) {
+  std::string m = message_of<ValueError>([] { parse_architecture("flatten linear(10) @", {4}); });
+  EXPECT_NE(m.find("position 20"), std::string::npos) << m;
+  m = message_of<ValueError>([] { parse_architecture("flatten linear(10", {4}); });
+  EXPECT_NE(m.find("position 9"), std::string::npos) << m;
+  EXPECT_NE(m.find("never closed"), std::string::npos) << m;
+  m = message_of<ValueError>([] { parse_architecture("flatten linear(ten)", {4}); });
+  EXPECT_NE(m.find("position 16"), std::string::npos) << m;
+  EXPECT_NE(m.find("integer"), std::string::npos) << m;
+  m = message_of<ValueError>([] { parse_architecture("flatten linear(10, bais=false)", {4}); });
+  EXPECT_NE(m.find("position 20"), std::string::npos) << m;
+  EXPECT_NE(m.find("bais"), std::string::npos) << m;
+  m = message_of<ValueError>([] { parse_architecture("  ", {4}); });
+  EXPECT_NE(m.find("empty"), std::string::npos) << m;
+}
+
+TEST(NnArchitecture, UnknownLayer) {
+  const std::string m =
+      message_of<ValueError>([] { parse_architecture("flatten frobnicate(3) lif", {4}); });
+  EXPECT_NE(m.find("unknown layer 'frobnicate'"), std::string::npos) << m;
+  EXPECT_NE(m.find("position 9"), std::string::npos) << m;
+}
+
+TEST(NnArchitecture, ShapesThatDoNotChainNameTheLayer) {
+  // 6x6 -> conv 3: 4x4 -> maxpool 2: 2x2, too small for a 5x5 filter.
+  std::string m = message_of<ShapeError>([] {
+    parse_architecture("conv(4, 3) bn maxpool(2) conv(8, 5)", {1, 6, 6});
+  });
+  EXPECT_NE(m.find("layer 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("conv(8, 5)"), std::string::npos) << m;
+  // linear needs flat features.
+  m = message_of<ShapeError>([] { parse_architecture("bn lif linear(3)", {2, 4, 4}); });
+  EXPECT_NE(m.find("layer 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("flatten"), std::string::npos) << m;
+
+  // A hand-built Sequential reports the same through check_shapes.
+  Sequential net;
+  net.add(std::make_unique<Flatten>());
+  net.add(std::make_unique<Linear>(16, 8));
+  net.add(std::make_unique<BatchNorm>(8));
+  net.add(std::make_unique<Linear>(7, 2));
+  m = message_of<ShapeError>([&] { net.check_shapes({1, 4, 4}); });
+  EXPECT_NE(m.find("layer 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("linear(7, 2, bias=true)"), std::string::npos) << m;
+}
+
+TEST(NnArchitecture, ZeroTimeStepsRejected) {
+  EXPECT_THROW(parse_architecture("flatten linear(3) lif", {4}, {.time_steps = 0}), ValueError);
+  EXPECT_THROW(parse_architecture("flatten", {4}, {.time_steps = -2}), ValueError);
+  EXPECT_THROW(Spiking(Neuron::builtin("lif"), 0), ValueError);
+}
+
+TEST(NnArchitecture, NamedParameters) {
+  Sequential net = parse_architecture("linear(4) bn linear(2, bias=false) plif", {3});
+  std::vector<std::string> names;
+  for (const auto& [name, p] : net.named_parameters()) names.push_back(name);
+  const std::vector<std::string> want = {"0.weight",       "0.bias",        "1.weight", "1.bias",
+                                         "1.running_mean", "1.running_var", "2.weight", "3.w"};
+  EXPECT_EQ(names, want);
+  for (const auto& [name, p] : net.named_parameters())
+    EXPECT_EQ(p->trainable, name.find("running") == std::string::npos) << name;
+  EXPECT_EQ(net.parameters().size(), 6u);  // the running statistics are buffers
+  EXPECT_EQ(net.named_parameters()[0].second->value.shape(), (Shape{4, 3}));
+  EXPECT_EQ(net.named_parameters()[4].second->value.to_floats(), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(net.named_parameters()[5].second->value.to_floats(), std::vector<float>(4, 1.0f));
+}
+
+// ---- initialisation
+// ------------------------------------------------------------------------------
+
+void expect_uniform(const std::vector<float>& v, double bound, const std::string& what) {
+  ASSERT_FALSE(v.empty());
+  double sum = 0, sum_sq = 0, lo = bound, hi = -bound;
+  for (float x : v) {
+    EXPECT_LE(std::abs(x), bound) << what;
+    sum += x;
+    lo = std::min(lo, static_cast<double>(x));
+    hi = std::max(hi, static_cast<double>(x));
+  }
+  const double n = static_cast<double>(v.size());
+  const double mean = sum / n;
+  for (float x : v) sum_sq += (x - mean) * (x - mean);
+  const double var = sum_sq / n;
+  const double want_var = bound * bound / 3;
+  // Standard errors: bound/sqrt(3n) for the mean, about 0.9 var/sqrt(n) for the variance.
+  EXPECT_LT(std::abs(mean), 5 * bound / std::sqrt(3 * n)) << what;
+  EXPECT_NEAR(var, want_var, 5 * 0.9 * want_var / std::sqrt(n)) << what;
+  // The extremes reach close to the bound.
+  EXPECT_GT(hi, bound * (1 - 20 / n)) << what;
+  EXPECT_LT(lo, -bound * (1 - 20 / n)) << what;
+}
+
+TEST(NnInit, LinearKaimingUniform) {
+  Linear layer(400, 300);
+  Rng rng(5);
+  layer.reset_parameters(rng);
+  const double bound = 1.0 / std::sqrt(400.0);
+  expect_uniform(layer.weight().value.to_floats(), bound, "weight");
+  expect_uniform(layer.bias().value.to_floats(), bound, "bias");
+
+  Linear again(400, 300);
+  Rng same(5);
+  again.reset_parameters(same);
+  EXPECT_EQ(again.weight().value.to_floats(), layer.weight().value.to_floats());
+  Rng other(6);
+  again.reset_parameters(other);
+  EXPECT_NE(again.weight().value.to_floats(), layer.weight().value.to_floats());
+}
+
+TEST(NnInit, ConvKaimingUniform) {
+  Conv2d layer(16, 32, 3);
+  Rng rng(7);
+  layer.reset_parameters(rng);
+  EXPECT_EQ(layer.weight().value.shape(), (Shape{16, 3, 3, 32}));
+  const double bound = 1.0 / std::sqrt(16.0 * 9.0);
+  expect_uniform(layer.weight().value.to_floats(), bound, "weight");
+  expect_uniform(layer.bias().value.to_floats(), bound, "bias");
+}
+
+}  // namespace
+}  // namespace flexkit::nn

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""`flexkit train` and `flexkit eval` end to end on Fashion-MNIST subsets: a smoke training that
+must learn, the JSON summary, the .npz weights read by NumPy alone (and a NumPy forward pass
+that reproduces flexkit's accuracy), reproducibility, bit-exact resume, and the bad inputs.
+
+    train_cli_test.py FLEXKIT [--device=cpu|cuda]
+"""
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+FLEXKIT = None
+DEVICE = "cpu"
+DATA = os.environ.get("FLEXKIT_DATA_DIR") or "/usr/share/datasets/fashion-mnist"
+HAVE_DATA = os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz"))
+
+
+def run(*args, env=None, timeout=600):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    return subprocess.run([FLEXKIT, *args], capture_output=True, text=True, env=e, timeout=timeout)
+
+
+def read_idx(path):
+    with gzip.open(path) as f:
+        data = f.read()
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(data[3])]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
+
+
+def numpy_forward(weights, model, images):
+    """The trained mlp-style network from the .npz alone: layers as the model JSON says."""
+    x = (images.reshape(len(images), -1).astype(np.float64) / 255.0 - model["input"]["mean"]) \
+        / model["input"]["std"]
+    T = model["time_steps"]
+    seq = None  # (T, N, F) once a spiking layer has run
+    for layer in model["layers"]:
+        i = layer["index"]
+        if layer["type"] == "flatten":
+            continue
+        if layer["type"] == "linear":
+            w = weights[f"{i}.weight"].astype(np.float64)
+            b = weights[f"{i}.bias"].astype(np.float64) if layer["bias"] else 0.0
+            if seq is None:
+                x = x @ w.T + b
+            else:
+                seq = seq @ w.T + b
+        elif layer["type"] == "spiking":
+            assert layer["neuron"] == "lif", layer["neuron"]
+            p = {k: v["value"] for k, v in layer["parameters"].items()}
+            cur = np.broadcast_to(x, (T,) + x.shape) if seq is None else seq
+            self_check = p["decay_input"] == 1 and p["soft_reset"] == 0
+            assert self_check, p
+            v = np.full(cur.shape[1:], layer["initial_states"]["v"])
+            out = []
+            for t in range(T):
+                h = v + (cur[t] - (v - p["v_reset"])) / p["tau"]
+                s = (h - p["v_threshold"] >= 0).astype(np.float64)
+                v = s * p["v_reset"] + (1 - s) * h
+                out.append(s)
+            seq = np.stack(out)
+        else:
+            raise AssertionError(layer["type"])
+    return seq.mean(0).argmax(1)
+
+
+@unittest.skipUnless(HAVE_DATA, "Debian's dataset-fashion-mnist is not installed")
+class TrainCli(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="flexkit_train_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, *names):
+        return os.path.join(self.dir, *names)
+
+    def train(self, *args, check=True):
+        r = run("train", "--device", DEVICE, *args)
+        if check:
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
+
+    def test_smoke_learns_and_writes_summary_and_weights(self):
+        r = self.train("--limit", "3000", "--epochs", "2", "--summary", self.path("s.json"),
+                       "--save", self.path("m.npz"), "--checkpoint", self.path("ck"))
+        self.assertIn("epoch 2/2", r.stdout)
+        self.assertIn("samples/s", r.stdout)
+        s = json.load(open(self.path("s.json")))
+        for key in ["test_accuracy", "best_test_accuracy", "epochs", "history", "wall_seconds",
+                    "samples_per_second", "peak_memory_bytes", "device", "precision", "seed",
+                    "model", "flexkit_version"]:
+            self.assertIn(key, s)
+        self.assertGreaterEqual(s["test_accuracy"], 0.70)  # chance is 0.10
+        self.assertLessEqual(s["test_accuracy"], 1.0)
+        self.assertEqual(s["epochs"], 2)
+        self.assertEqual(len(s["history"]), 2)
+        for h in s["history"]:
+            for key in ["train_loss", "train_accuracy", "test_accuracy", "seconds"]:
+                self.assertIn(key, h)
+        self.assertEqual(s["best_test_accuracy"], max(h["test_accuracy"] for h in s["history"]))
+        self.assertGreater(s["peak_memory_bytes"]["host"], 1 << 20)
+        self.assertEqual(s["precision"], "f32")
+        self.assertEqual(s["device"], DEVICE if DEVICE == "cpu" else "cuda:0")
+        self.assertIn("linear(784, 512", s["model"])
+
+        # The weights through np.load alone, and a NumPy forward pass of the described model.
+        z = np.load(self.path("m.npz"))
+        self.assertEqual(sorted(k for k in z.files if k != "model"),
+                         ["1.bias", "1.weight", "3.bias", "3.weight"])
+        self.assertEqual(z["1.weight"].shape, (512, 784))
+        self.assertEqual(z["1.weight"].dtype, np.float32)
+        model = json.loads(str(z["model"]))
+        self.assertEqual(model["time_steps"], 4)
+        images = read_idx(os.path.join(DATA, "t10k-images-idx3-ubyte.gz"))[:1000]
+        labels = read_idx(os.path.join(DATA, "t10k-labels-idx1-ubyte.gz"))[:1000]
+        numpy_accuracy = (numpy_forward(z, model, images) == labels).mean()
+        e = run("eval", "--resume", self.path("ck", "epoch-2.ckpt"), "--device", DEVICE,
+                "--limit", "1000")
+        self.assertEqual(e.returncode, 0, e.stderr)
+        flexkit_accuracy = float(e.stdout.split("test accuracy ")[1].split()[0])
+        # f32 against float64: a sample whose spike sits on the threshold may differ.
+        self.assertAlmostEqual(numpy_accuracy, flexkit_accuracy, delta=0.01)
+        self.assertGreaterEqual(flexkit_accuracy, 0.70)
+
+    def test_same_seed_same_weights_and_resume_equals_uninterrupted(self):
+        common = ["--limit", "1500", "--epochs", "3", "--batch", "100"]
+        self.train(*common, "--save", self.path("a.npz"), "--summary", self.path("a.json"),
+                   "--checkpoint", self.path("ck"))
+        self.train(*common, "--save", self.path("b.npz"), "--summary", self.path("b.json"))
+        self.train("--resume", self.path("ck", "epoch-1.ckpt"), "--save", self.path("c.npz"),
+                   "--summary", self.path("c.json"))
+        a, b, c = (np.load(self.path(n)) for n in ["a.npz", "b.npz", "c.npz"])
+        for k in a.files:
+            if k == "model":
+                continue
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+            np.testing.assert_array_equal(a[k], c[k], err_msg=k)
+
+        def timeless(path):
+            s = json.load(open(path))
+            for key in ["wall_seconds", "samples_per_second", "peak_memory_bytes"]:
+                s.pop(key)
+            for h in s["history"]:
+                h.pop("seconds")
+            return s
+
+        self.assertEqual(timeless(self.path("a.json")), timeless(self.path("b.json")))
+        self.assertEqual(timeless(self.path("a.json")), timeless(self.path("c.json")))
+        other = run("train", "--device", DEVICE, *common, "--seed", "7", "--epochs", "1",
+                    "--save", self.path("d.npz"), "--quiet")
+        self.assertEqual(other.returncode, 0, other.stderr)
+        self.assertFalse(np.array_equal(np.load(self.path("d.npz"))["1.weight"], a["1.weight"]))
+
+    def expect_error(self, args, *fragments, env=None, rc=None):
+        r = run(*args, env=env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        if rc is not None:
+            self.assertEqual(r.returncode, rc, r.stderr)
+        for f in fragments:
+            self.assertIn(f, r.stderr + r.stdout)
+        self.assertNotIn("Traceback", r.stderr)
+        return r
+
+    def test_impossible_options(self):
+        t = ["train", "--device", DEVICE, "--limit", "200", "--epochs", "1"]
+        self.expect_error(t + ["--T", "0"], "--T")
+        self.expect_error(t + ["--batch", "0"], "--batch")
+        self.expect_error(t + ["--lr", "-1"], "--lr")
+        self.expect_error(t + ["--epochs", "0"], "--epochs")
+        self.expect_error(t + ["--neuron", "nosuchneuron"], "nosuchneuron")
+        self.expect_error(t + ["--model", "flatten linear(64) sn linear(10 sn"], "position 23")
+        self.expect_error(t + ["--model", "flatten linear(64) foo linear(10) sn"], "unknown layer 'foo'",
+                          "position 20")
+        self.expect_error(t + ["--model", "conv(8, 3) bn sn linear(10) sn"], "layer 3", "flatten")
+        self.expect_error(t + ["--model", "flatten linear(64) sn linear(7) sn"], "10")
+        self.expect_error(t + ["--set", "tau"], "K=V")
+        self.expect_error(["train", "--no-such-option"], "no-such-option")
+        h = run("train", "--help")
+        self.assertEqual(h.returncode, 0)
+        self.assertIn("--model", h.stdout)
+        self.assertIn("csnn", h.stdout)
+
+    def test_missing_and_truncated_dataset(self):
+        t = ["train", "--device", DEVICE, "--limit", "200", "--epochs", "1", "--quiet"]
+        self.expect_error(t, "train-images-idx3-ubyte.gz", "dataset-fashion-mnist",
+                          env={"FLEXKIT_DATA_DIR": self.path("nowhere")})
+        broken = self.path("broken")
+        os.makedirs(broken)
+        for name in os.listdir(DATA):
+            shutil.copy(os.path.join(DATA, name), broken)
+        with open(os.path.join(DATA, "t10k-images-idx3-ubyte.gz"), "rb") as f:
+            data = f.read()
+        with open(os.path.join(broken, "t10k-images-idx3-ubyte.gz"), "wb") as f:
+            f.write(data[: len(data) // 2])
+        self.expect_error(t + ["--summary", self.path("s.json")], "t10k-images-idx3-ubyte.gz",
+                          "truncated", env={"FLEXKIT_DATA_DIR": broken})
+        self.assertFalse(os.path.exists(self.path("s.json")))
+
+    def test_bad_checkpoints(self):
+        self.train("--limit", "300", "--epochs", "1", "--checkpoint", self.path("ck"), "--quiet")
+        good = self.path("ck", "epoch-1.ckpt")
+        data = open(good, "rb").read()
+
+        def variant(name, content):
+            p = self.path(name)
+            open(p, "wb").write(content)
+            return p
+
+        corrupt = variant("corrupt.ckpt", data[:200] + bytes([data[200] ^ 0xFF]) + data[201:])
+        self.expect_error(["eval", "--resume", corrupt, "--device", DEVICE], "checksum")
+        self.expect_error(["train", "--resume", corrupt, "--device", DEVICE, "--save",
+                           self.path("x.npz")], "checksum")
+        self.assertFalse(os.path.exists(self.path("x.npz")))
+        truncated = variant("truncated.ckpt", data[: len(data) // 3])
+        self.expect_error(["eval", "--resume", truncated, "--device", DEVICE], "truncated.ckpt")
+        magic = variant("magic.ckpt", b"NOTACKPT" + data[8:])
+        self.expect_error(["eval", "--resume", magic, "--device", DEVICE], "magic")
+        version = variant("version.ckpt", data[:12] + (99).to_bytes(4, "little") + data[16:])
+        self.expect_error(["eval", "--resume", version, "--device", DEVICE], "version 99")
+        self.expect_error(["train", "--resume", good, "--device", DEVICE, "--model",
+                           "flatten linear(32) sn linear(10) sn", "--epochs", "2"],
+                          "another model")
+        self.assertEqual(open(good, "rb").read(), data)  # nothing overwritten
+
+    def test_diverging_loss_stops_and_keeps_checkpoint(self):
+        r = run("train", "--device", DEVICE, "--limit", "1000", "--epochs", "3", "--batch", "50",
+                "--optimizer", "sgd", "--lr", "1e300", "--momentum", "0", "--quiet")
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("epoch 1, step 1", r.stderr)
+        self.assertIn("no longer finite", r.stderr)
+        self.assertIn("no checkpoint was written", r.stderr)
+        self.train("--limit", "1000", "--epochs", "1", "--checkpoint", self.path("ck"), "--quiet")
+        good = self.path("ck", "epoch-1.ckpt")
+        before = open(good, "rb").read()
+        r = run("train", "--device", DEVICE, "--resume", good, "--epochs", "3", "--lr", "1e300",
+                "--optimizer", "sgd", "--momentum", "0", "--checkpoint", self.path("ck"),
+                "--save", self.path("m.npz"), "--quiet")
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("epoch 2, step 1", r.stderr)
+        self.assertIn("the last good checkpoint is " + good, r.stderr)
+        self.assertEqual(open(good, "rb").read(), before)
+        self.assertEqual(sorted(os.listdir(self.path("ck"))), ["best.ckpt", "epoch-1.ckpt"])
+        self.assertFalse(os.path.exists(self.path("m.npz")))
+
+    def test_ctrl_c_stops_cleanly(self):
+        p = subprocess.Popen([FLEXKIT, "train", "--device", DEVICE, "--limit", "2000",
+                              "--epochs", "50", "--checkpoint", self.path("ck"), "--batch", "50"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 300
+        while not os.path.exists(self.path("ck", "epoch-1.ckpt")) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(os.path.exists(self.path("ck", "epoch-1.ckpt")))
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 130, out + err)
+        self.assertIn("interrupted", out)
+        self.assertFalse([n for n in os.listdir(self.path("ck")) if n.endswith(".tmp")])
+        e = run("eval", "--resume", self.path("ck", "epoch-1.ckpt"), "--device", DEVICE,
+                "--limit", "200")
+        self.assertEqual(e.returncode, 0, e.stderr)
+
+
+if __name__ == "__main__":
+    FLEXKIT = sys.argv[1]
+    for a in sys.argv[2:]:
+        if a.startswith("--device="):
+            DEVICE = a.split("=", 1)[1]
+    unittest.main(argv=[sys.argv[0], "-v"])
