@@ -1,7 +1,11 @@
 // Runs one flexkit::nn layer, loss or optimizer on .npy files, so that a PyTorch script
 // (nn_torch_test.py) can check forward, backward and the updates against torch in float64.
 //
-//   nn_layer_tool CASE DIR [KEY=VALUE ...]
+//   nn_layer_tool CASE DIR [KEY=VALUE ...] [--device=cpu|cuda[:N]]
+//
+// --device (anywhere on the line, cpu by default) says where the case runs: every array read is
+// copied there, the layer is moved there right after construction (before its parameters are
+// assigned), and the results are copied back to the host to be written.
 //
 // Activations are in flexkit's layout (*features, T, N), batch innermost; parameters and their
 // gradients are in PyTorch's layouts (Linear (out, in), Conv2d (K, C, R, S)). Every case reads
@@ -55,7 +59,7 @@ constexpr int kUsageError = 2;
 constexpr int kFlexkitError = 3;
 
 constexpr char kUsage[] =
-    "usage: nn_layer_tool CASE DIR [KEY=VALUE ...]\n"
+    "usage: nn_layer_tool CASE DIR [KEY=VALUE ...] [--device=cpu|cuda[:N]]\n"
     "cases: linear conv maxpool avgpool bn flatten dropout spiking loss optimizer\n";
 
 struct UsageError {
@@ -103,17 +107,21 @@ class Options {
   std::map<std::string, std::string> values_;
 };
 
+// The case's directory and the device it runs on: arrays are loaded onto that device and saved
+// from a host copy.
 class Files {
  public:
-  explicit Files(fs::path dir) : dir_(std::move(dir)) {}
+  Files(fs::path dir, Device device) : dir_(std::move(dir)), device_(device) {}
+  Device device() const { return device_; }
   bool exists(const std::string& name) const { return fs::exists(dir_ / name); }
-  Array load(const std::string& name) const { return load_npy(dir_ / name); }
+  Array load(const std::string& name) const { return load_npy(dir_ / name, device_); }
   void save(const std::string& name, const Array& a) const {
     save_npy(dir_ / name, a.copy_to(Device::cpu()));
   }
 
  private:
   fs::path dir_;
+  Device device_;
 };
 
 // Forward in training mode, backward of grad_y, and the activations written.
@@ -148,6 +156,7 @@ void run_linear(const Options&, const Files& f) {
   const Array w = f.load("weight.npy");
   const bool bias = f.exists("bias.npy");
   nn::Linear layer(w.dim(1), w.dim(0), bias);
+  layer.to(f.device());
   run_affine(layer, false, bias, f);
 }
 
@@ -157,11 +166,13 @@ void run_conv(const Options& o, const Files& f) {
   const bool bias = f.exists("bias.npy");
   nn::Conv2d layer(w.dim(1), w.dim(0), w.dim(2), o.integer("stride", 1), o.integer("padding", 0),
                    bias);
+  layer.to(f.device());
   run_affine(layer, true, bias, f);
 }
 
 void run_pool(nn::Pool2d::Mode mode, const Options& o, const Files& f) {
   nn::Pool2d layer(mode, o.integer("kernel", 2), o.integer("stride", 0));
+  layer.to(f.device());
   run_layer(layer, f);
 }
 
@@ -169,6 +180,7 @@ void run_bn(const Options& o, const Files& f) {
   const Array x = f.load("x.npy");
   const bool affine = o.integer("affine", 1) != 0;
   nn::BatchNorm layer(x.dim(0), o.number("momentum", 0.1), o.number("eps", 1e-5), affine);
+  layer.to(f.device());
   if (affine && f.exists("weight.npy")) parameter(layer, "weight").value = f.load("weight.npy");
   if (affine && f.exists("bias.npy")) parameter(layer, "bias").value = f.load("bias.npy");
   if (f.exists("running_mean.npy"))
@@ -190,11 +202,13 @@ void run_bn(const Options& o, const Files& f) {
 
 void run_flatten(const Options&, const Files& f) {
   nn::Flatten layer;
+  layer.to(f.device());
   run_layer(layer, f);
 }
 
 void run_dropout(const Options& o, const Files& f) {
   nn::Dropout layer(o.number("p", 0.5), static_cast<std::uint64_t>(o.integer("seed", 0)));
+  layer.to(f.device());
   run_layer(layer, f);
 }
 
@@ -202,6 +216,7 @@ void run_spiking(const Options& o, const Files& f) {
   Neuron neuron = Neuron::builtin(o.text("neuron", "lif"));
   for (const auto& [name, value] : o.prefixed("set.")) neuron = neuron.with_setting(name, value);
   nn::Spiking layer(neuron, o.integer("T", 4));
+  layer.to(f.device());
   for (nn::Parameter* p : layer.parameters())
     if (f.exists(p->name + ".npy")) p->value = f.load(p->name + ".npy").reshape({});
   run_layer(layer, f);
@@ -271,13 +286,30 @@ void run_optimizer(const Options& o, const Files& f) {
 }
 
 int run(int argc, char** argv) {
-  if (argc < 3) throw UsageError{"expected CASE and DIR"};
-  const std::string name = argv[1];
-  const Files files{fs::path(argv[2])};
-  if (!fs::is_directory(argv[2])) throw UsageError{std::string(argv[2]) + " is not a directory"};
-  Options o;
-  for (int i = 3; i < argc; ++i) {
+  Device device = Device::cpu();
+  std::vector<std::string_view> args;
+  for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
+    if (arg.starts_with("--device=")) {
+      try {
+        device = Device::parse(arg.substr(9));
+      } catch (const std::exception& e) {
+        throw UsageError{e.what()};
+      }
+    } else if (arg.starts_with("--")) {
+      throw UsageError{"unknown option '" + std::string(arg) + "'"};
+    } else {
+      args.push_back(arg);
+    }
+  }
+  if (args.size() < 2) throw UsageError{"expected CASE and DIR"};
+  const std::string name(args[0]);
+  const fs::path dir(args[1]);
+  if (!fs::is_directory(dir)) throw UsageError{dir.string() + " is not a directory"};
+  const Files files{dir, device};
+  Options o;
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    const std::string_view arg = args[i];
     const std::size_t eq = arg.find('=');
     if (eq == std::string_view::npos || eq == 0)
       throw UsageError{"'" + std::string(arg) + "' is not KEY=VALUE"};

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch as the oracle for flexkit::nn: layers forward and backward, losses and optimizers.
 
-usage: nn_torch_test.py PATH/TO/nn_layer_tool [--seed=N]
+usage: nn_torch_test.py PATH/TO/nn_layer_tool [--device=cpu|cuda[:N]] [--seed=N]
 
 Small random cases (a fixed NumPy seed) are written as .npy files, run through the tool, and
 its results compared with torch computing in float64: torch.nn.functional.linear, conv2d,
@@ -17,8 +17,11 @@ grad_x = grad_y / (1 - p) elsewhere, one mask for every time step.
 
 Activations are flexkit's (*features, T, N); torch sees them as (T, N, *features), i.e.
 x_torch[t, n, c, h, w] = x_flexkit[c, h, w, t, n]. Parameters are in torch's layouts.
-Tolerances are float32-level: |flexkit - torch| <= 1e-4 |torch| + 1e-5 max(1, max |torch|).
-Exits 1 listing every mismatch.
+Tolerances are float32-level: |flexkit - torch| <= 1e-4 |torch| + 1e-5 max(1, max |torch|),
+on either device. --device is passed to every tool run, so that the same cases check the layers
+on CUDA (f32 matmuls through cuBLAS with TF32 off, f32 convolutions lowered onto cuBLAS
+products: other summation orders, float32 rounding all the same). Exits 1 listing every
+mismatch.
 """
 
 import concurrent.futures
@@ -34,6 +37,7 @@ import torch
 import torch.nn.functional as tf
 
 TOOL = None
+DEVICE_ARGS = []
 WORK = None
 RTOL = 1e-4
 ATOL = 1e-5
@@ -79,7 +83,7 @@ class Case:
             np.save(os.path.join(self.dir, name + ".npy"), value)
         self.expected = expected or {}
         self.custom_check = check
-        self.args = [TOOL, tool_case, self.dir] + list(options)
+        self.args = [TOOL, tool_case, self.dir] + list(options) + DEVICE_ARGS
         self.result = None
         CASES.append(self)
 
@@ -489,14 +493,16 @@ def build_cases(rng):
 
 
 def main():
-    global TOOL, WORK
+    global TOOL, DEVICE_ARGS, WORK
     if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
     TOOL = os.path.abspath(sys.argv[1])
     seed = 20240917
     for arg in sys.argv[2:]:
-        if arg.startswith("--seed="):
+        if arg.startswith("--device="):
+            DEVICE_ARGS = [arg]
+        elif arg.startswith("--seed="):
             seed = int(arg[len("--seed="):])
         else:
             print("unknown argument %s" % arg, file=sys.stderr)
@@ -523,8 +529,9 @@ def main():
             print("nn_torch: %d of %d cases disagree with torch" % (failures, len(CASES)),
                   file=sys.stderr)
             return 1
-        print("nn_torch: %d cases agree with torch %s (layers, losses, optimizers)"
-              % (len(CASES), torch.__version__))
+        print("nn_torch: %d cases agree with torch %s (layers, losses, optimizers) on %s"
+              % (len(CASES), torch.__version__,
+                 DEVICE_ARGS[0][len("--device="):] if DEVICE_ARGS else "cpu"))
         return 0
     finally:
         shutil.rmtree(WORK, ignore_errors=True)

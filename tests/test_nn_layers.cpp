@@ -1,6 +1,7 @@
 // flexkit::nn layers against central differences of their own forward (L = sum(y * R) for a
 // fixed random R, accumulated in double), architecture strings, parameter names and the
-// PyTorch-style initialisation.
+// PyTorch-style initialisation. The layers and their arrays are on the --device the binary
+// runs on; the differences read the values back to the host.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "flexkit/error.hpp"
 #include "flexkit/flexkit.hpp"
 #include "flexkit/nn.hpp"
+#include "support/test_device.hpp"
 
 namespace flexkit::nn {
 namespace {
@@ -27,9 +29,11 @@ std::vector<float> uniform_values(std::size_t n, std::mt19937_64& gen, double lo
   return v;
 }
 
+// On the test device, as every array the tests feed the layers.
 Array uniform_array(const Shape& shape, std::mt19937_64& gen, double lo = -1.0, double hi = 1.0) {
   return Array::from_vector(
-      uniform_values(static_cast<std::size_t>(shape_numel(shape)), gen, lo, hi), shape);
+      uniform_values(static_cast<std::size_t>(shape_numel(shape)), gen, lo, hi), shape,
+      test::device());
 }
 
 double weighted_sum(const Array& y, const std::vector<double>& r) {
@@ -91,17 +95,23 @@ void check_gradients(Model& model, const std::vector<Parameter*>& params, const 
                      std::uint64_t seed, double eps = 1e-2, double rtol = 2e-2,
                      double atol = 1e-4) {
   std::mt19937_64 gen(seed);
-  for (Parameter* p : params) p->grad = Array::zeros(p->value.shape(), DType::f32);
+  const Device device = x.device();
+  for (Parameter* p : params) {
+    ASSERT_EQ(p->value.device().str(), device.str()) << p->name;
+    p->grad = Array::zeros(p->value.shape(), DType::f32, device);
+  }
   const Array y = model.forward(x);
+  ASSERT_EQ(y.device().str(), device.str());
   const std::vector<float> r = uniform_values(static_cast<std::size_t>(y.size()), gen, -1, 1);
   const std::vector<double> rd(r.begin(), r.end());
-  const Array grad_x = model.backward(Array::from_vector(r, y.shape()));
+  const Array grad_x = model.backward(Array::from_vector(r, y.shape(), device));
   ASSERT_EQ(grad_x.shape(), x.shape());
+  ASSERT_EQ(grad_x.device().str(), device.str());
 
   const Shape x_shape = x.shape();
   const std::vector<double> numeric_x =
       central_differences(x.to_floats(), eps, [&](const std::vector<float>& v) {
-        return weighted_sum(model.forward(Array::from_vector(v, x_shape)), rd);
+        return weighted_sum(model.forward(Array::from_vector(v, x_shape, device)), rd);
       });
   ASSERT_GT(max_abs(numeric_x), 100 * atol) << "a vacuous check: L does not depend on x";
   expect_gradients_close("grad_x", grad_x.to_floats(), numeric_x, rtol, atol);
@@ -112,7 +122,7 @@ void check_gradients(Model& model, const std::vector<Parameter*>& params, const 
     const Shape shape = original.shape();
     const std::vector<double> numeric =
         central_differences(original.to_floats(), eps, [&](const std::vector<float>& v) {
-          p->value = Array::from_vector(v, shape);
+          p->value = Array::from_vector(v, shape, device);
           return weighted_sum(model.forward(x), rd);
         });
     p->value = original;
@@ -137,6 +147,7 @@ void randomise(Layer& layer, std::uint64_t seed) {
 TEST(NnGradients, LinearWithBias) {
   std::mt19937_64 gen(1);
   Linear layer(5, 4, true);
+  layer.to(test::device());
   randomise(layer, 11);
   // Kaiming init leaves the bias small; a larger one makes its gradient check meaningful too.
   layer.bias().value = uniform_array({4}, gen);
@@ -146,6 +157,7 @@ TEST(NnGradients, LinearWithBias) {
 TEST(NnGradients, LinearWithoutBias) {
   std::mt19937_64 gen(3);
   Linear layer(6, 3, false);
+  layer.to(test::device());
   randomise(layer, 12);
   EXPECT_EQ(layer.parameters().size(), 1u);
   check_gradients(layer, trainable(layer), uniform_array({6, 1, 4}, gen), 4);
@@ -154,6 +166,7 @@ TEST(NnGradients, LinearWithoutBias) {
 TEST(NnGradients, ConvStride1Padding1) {
   std::mt19937_64 gen(5);
   Conv2d layer(2, 3, 3, 1, 1, true);
+  layer.to(test::device());
   randomise(layer, 13);
   layer.bias().value = uniform_array({3}, gen);
   check_gradients(layer, trainable(layer), uniform_array({2, 5, 4, 2, 2}, gen), 6);
@@ -162,6 +175,7 @@ TEST(NnGradients, ConvStride1Padding1) {
 TEST(NnGradients, ConvStride2NoBias) {
   std::mt19937_64 gen(7);
   Conv2d layer(3, 2, 3, 2, 0, false);
+  layer.to(test::device());
   randomise(layer, 14);
   check_gradients(layer, trainable(layer), uniform_array({3, 7, 6, 1, 3}, gen), 8);
 }
@@ -169,6 +183,7 @@ TEST(NnGradients, ConvStride2NoBias) {
 TEST(NnGradients, BatchNormImages) {
   std::mt19937_64 gen(9);
   BatchNorm layer(3);
+  layer.to(test::device());
   for (Parameter* p : layer.parameters()) {
     if (p->name == "weight") p->value = uniform_array({3}, gen, 0.5, 1.5);
     if (p->name == "bias") p->value = uniform_array({3}, gen);
@@ -179,6 +194,7 @@ TEST(NnGradients, BatchNormImages) {
 TEST(NnGradients, BatchNormFeatures) {
   std::mt19937_64 gen(15);
   BatchNorm layer(4);
+  layer.to(test::device());
   for (Parameter* p : layer.parameters()) {
     if (p->name == "weight") p->value = uniform_array({4}, gen, 0.5, 1.5);
     if (p->name == "bias") p->value = uniform_array({4}, gen);
@@ -189,8 +205,10 @@ TEST(NnGradients, BatchNormFeatures) {
 TEST(NnGradients, AvgPool) {
   std::mt19937_64 gen(17);
   Pool2d pool(Pool2d::Mode::average, 2);
+  pool.to(test::device());
   check_gradients(pool, {}, uniform_array({2, 6, 4, 2, 2}, gen), 18);
   Pool2d overlapping(Pool2d::Mode::average, 3, 2);
+  overlapping.to(test::device());
   check_gradients(overlapping, {}, uniform_array({2, 7, 5, 1, 2}, gen), 19);
 }
 
@@ -202,20 +220,23 @@ Array distinct_values(const Shape& shape, std::mt19937_64& gen) {
   std::shuffle(order.begin(), order.end(), gen);
   const double centre = 0.5 * static_cast<double>(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(0.05 * (order[i] - centre));
-  return Array::from_vector(v, shape);
+  return Array::from_vector(v, shape, test::device());
 }
 
 TEST(NnGradients, MaxPool) {
   std::mt19937_64 gen(21);
   Pool2d pool(Pool2d::Mode::max, 2);
+  pool.to(test::device());
   check_gradients(pool, {}, distinct_values({2, 6, 4, 2, 2}, gen), 22);
   Pool2d overlapping(Pool2d::Mode::max, 3, 2);
+  overlapping.to(test::device());
   check_gradients(overlapping, {}, distinct_values({2, 7, 7, 1, 2}, gen), 23);
 }
 
 TEST(NnGradients, Flatten) {
   std::mt19937_64 gen(25);
   Flatten flatten;
+  flatten.to(test::device());
   const Array x = uniform_array({2, 3, 4, 2, 3}, gen);
   const Array y = flatten.forward(x);
   EXPECT_EQ(y.shape(), (Shape{24, 2, 3}));
@@ -226,6 +247,7 @@ TEST(NnGradients, Flatten) {
 TEST(NnGradients, SequentialLinearBatchNormLinear) {
   std::mt19937_64 gen(27);
   Sequential net = parse_architecture("linear(6) bn linear(3)", {5});
+  net.to(test::device());
   Rng rng(28);
   net.reset_parameters(rng);
   for (auto& [name, p] : net.named_parameters()) {
@@ -239,11 +261,12 @@ TEST(NnGradients, SequentialLinearBatchNormLinear) {
 TEST(NnGradients, AccumulateOverBackwardCalls) {
   std::mt19937_64 gen(31);
   Linear layer(3, 2, true);
+  layer.to(test::device());
   randomise(layer, 32);
   const Array x = uniform_array({3, 1, 4}, gen);
   const Array g = uniform_array({2, 1, 4}, gen);
-  layer.weight().grad = Array::zeros({2, 3}, DType::f32);
-  layer.bias().grad = Array::zeros({2}, DType::f32);
+  layer.weight().grad = Array::zeros({2, 3}, DType::f32, test::device());
+  layer.bias().grad = Array::zeros({2}, DType::f32, test::device());
   layer.forward(x);
   layer.backward(g);
   const std::vector<float> once = layer.weight().grad.to_floats();
@@ -272,6 +295,7 @@ TEST(NnLayers, StridedInputsGiveTheContiguousResults) {
   cases.emplace_back(std::make_unique<Spiking>(Neuron::builtin("lif"), 2), &image);
   for (auto& [layer, x] : cases) {
     SCOPED_TRACE(layer->describe());
+    layer->to(test::device());
     Rng rng(36);
     layer->reset_parameters(rng);
     const Array contiguous = x->clone();
@@ -291,6 +315,7 @@ TEST(NnLayers, DropoutIsTheIdentityInEvaluation) {
   std::mt19937_64 gen(37);
   const Array x = uniform_array({4, 3, 2}, gen);
   Dropout dropout(0.5, 9);
+  dropout.to(test::device());
   dropout.set_training(false);
   EXPECT_EQ(dropout.forward(x).to_floats(), x.to_floats());
   EXPECT_EQ(dropout.backward(x).to_floats(), x.to_floats());
@@ -298,9 +323,11 @@ TEST(NnLayers, DropoutIsTheIdentityInEvaluation) {
 
 TEST(NnLayers, SpikingRejectsAnotherNumberOfSteps) {
   Spiking lif(Neuron::builtin("lif"), 4);
-  EXPECT_THROW(lif.forward(Array::zeros({3, 2, 5}, DType::f32)), ShapeError);
+  lif.to(test::device());
+  EXPECT_THROW(lif.forward(Array::zeros({3, 2, 5}, DType::f32, test::device())), ShapeError);
   // T = 1 is the repeated input.
-  EXPECT_EQ(lif.forward(Array::zeros({3, 1, 5}, DType::f32)).shape(), (Shape{3, 4, 5}));
+  EXPECT_EQ(lif.forward(Array::zeros({3, 1, 5}, DType::f32, test::device())).shape(),
+            (Shape{3, 4, 5}));
 }
 
 // ---- architecture strings ----------------------------------------------------------------------
@@ -342,6 +369,7 @@ TEST(NnArchitecture, BuildsTheLayersItNames) {
   EXPECT_EQ(spiking->time_steps(), 3);
 
   // The input with T = 1 runs once through conv and bn; the spiking layer repeats it.
+  net.to(test::device());
   std::mt19937_64 gen(41);
   const Array out = net.forward(uniform_array({1, 8, 8, 1, 2}, gen));
   EXPECT_EQ(out.shape(), (Shape{10, 3, 2}));
@@ -410,13 +438,16 @@ TEST(NnArchitecture, ZeroTimeStepsRejected) {
 
 TEST(NnArchitecture, NamedParameters) {
   Sequential net = parse_architecture("linear(4) bn linear(2, bias=false) plif", {3});
+  net.to(test::device());
   std::vector<std::string> names;
   for (const auto& [name, p] : net.named_parameters()) names.push_back(name);
   const std::vector<std::string> want = {"0.weight",       "0.bias",        "1.weight", "1.bias",
                                          "1.running_mean", "1.running_var", "2.weight", "3.w"};
   EXPECT_EQ(names, want);
-  for (const auto& [name, p] : net.named_parameters())
+  for (const auto& [name, p] : net.named_parameters()) {
     EXPECT_EQ(p->trainable, name.find("running") == std::string::npos) << name;
+    EXPECT_EQ(p->value.device().str(), test::device().str()) << name;
+  }
   EXPECT_EQ(net.parameters().size(), 6u);  // the running statistics are buffers
   EXPECT_EQ(net.named_parameters()[0].second->value.shape(), (Shape{4, 3}));
   EXPECT_EQ(net.named_parameters()[4].second->value.to_floats(), std::vector<float>(4, 0.0f));
@@ -450,13 +481,17 @@ void expect_uniform(const std::vector<float>& v, double bound, const std::string
 
 TEST(NnInit, LinearKaimingUniform) {
   Linear layer(400, 300);
+  layer.to(test::device());
   Rng rng(5);
   layer.reset_parameters(rng);
+  EXPECT_EQ(layer.weight().value.device().str(), test::device().str());
+  EXPECT_EQ(layer.bias().value.device().str(), test::device().str());
   const double bound = 1.0 / std::sqrt(400.0);
   expect_uniform(layer.weight().value.to_floats(), bound, "weight");
   expect_uniform(layer.bias().value.to_floats(), bound, "bias");
 
   Linear again(400, 300);
+  again.to(test::device());
   Rng same(5);
   again.reset_parameters(same);
   EXPECT_EQ(again.weight().value.to_floats(), layer.weight().value.to_floats());
@@ -467,9 +502,12 @@ TEST(NnInit, LinearKaimingUniform) {
 
 TEST(NnInit, ConvKaimingUniform) {
   Conv2d layer(16, 32, 3);
+  layer.to(test::device());
   Rng rng(7);
   layer.reset_parameters(rng);
   EXPECT_EQ(layer.weight().value.shape(), (Shape{16, 3, 3, 32}));
+  EXPECT_EQ(layer.weight().value.device().str(), test::device().str());
+  EXPECT_EQ(layer.bias().value.device().str(), test::device().str());
   const double bound = 1.0 / std::sqrt(16.0 * 9.0);
   expect_uniform(layer.weight().value.to_floats(), bound, "weight");
   expect_uniform(layer.bias().value.to_floats(), bound, "bias");
