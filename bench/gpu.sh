@@ -45,8 +45,8 @@ step "tests: cpu"
 ctest --test-dir "$build" -L cpu ${TESTS:+-R "$TESTS"} --output-on-failure 2>&1 | tee "$logs/ctest-cpu.log" || status=1
 
 step "benchmarks"
-# BENCHES picks a subset (e.g. BENCHES="bench_neuron torch_lif"); all by default.
-benches=${BENCHES:-"bench_copy bench_expr torch_peers bench_cpu_expr bench_neuron torch_lif bench_gemm bench_conv torch_conv bench_shallow_traffic bench_deep_k_traffic"}
+# BENCHES picks a subset (e.g. BENCHES="bench_neuron torch_lif"; BENCHES="" runs none); all by default.
+benches=${BENCHES-"bench_copy bench_expr torch_peers bench_cpu_expr bench_neuron torch_lif bench_gemm bench_conv torch_conv bench_shallow_traffic bench_deep_k_traffic"}
 # bench_conv writes its rates here and torch_conv merges them into its table; a file left from
 # an earlier run must not stand in for this one's.
 export CONV_CSV="$logs/conv.csv"
