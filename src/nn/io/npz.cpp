@@ -13,6 +13,7 @@
 #include <limits>
 #include <set>
 
+#include "core/npy_format.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/nn_io.hpp"
@@ -22,6 +23,9 @@
 namespace flexkit::nn {
 
 using flexkit::detail::cat;
+using flexkit::detail::kNpyMagic;
+using flexkit::detail::npy_descr;
+using flexkit::detail::npy_preamble;
 
 namespace {
 
@@ -40,7 +44,6 @@ constexpr std::uint32_t kExternalAttributes = 0100644u << 16;  // -rw-r--r--
 constexpr std::uint16_t kFlagUtf8Name = 1 << 11;
 constexpr std::uint16_t kDosDate1980 = (0 << 9) | (1 << 5) | 1;  // 1980-01-01, time 00:00
 constexpr std::uint64_t kZipLimit = 0xFFFFFFFFu;                 // beyond it ZIP64 is needed
-constexpr std::size_t kNpyAlignment = 64;
 
 // ---- writing ---------------------------------------------------------------------------------
 
@@ -51,32 +54,6 @@ void put16(std::string& out, std::uint32_t v) {
 void put32(std::string& out, std::uint32_t v) {
   put16(out, v & 0xffff);
   put16(out, v >> 16);
-}
-
-std::string python_tuple(const Shape& shape) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  if (shape.size() == 1) s += ',';
-  return s + ")";
-}
-
-// The .npy 1.0 preamble: magic, version, header length, the dict padded with spaces so the data
-// starts on a 64-byte boundary, and a newline (as NumPy writes it).
-std::string npy_preamble(const std::string& descr, const Shape& shape) {
-  std::string dict =
-      cat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ", python_tuple(shape), ", }");
-  constexpr std::size_t prefix = 10;
-  const std::size_t total =
-      (prefix + dict.size() + 1 + kNpyAlignment - 1) / kNpyAlignment * kNpyAlignment;
-  const std::size_t header_len = total - prefix;  // rank <= 8 keeps this far below 65536
-  dict.append(header_len - dict.size() - 1, ' ');
-  dict += '\n';
-  std::string out("\x93NUMPY\x01\x00", 8);
-  put16(out, static_cast<std::uint32_t>(header_len));
-  return out + dict;
 }
 
 void check_name(const std::string& name, std::set<std::string>& seen) {
@@ -109,7 +86,7 @@ std::u32string utf32_of(const std::string& name, const std::string& text) {
 // What one entry's .npy file holds: the preamble and a pointer to the elements, kept alive by
 // `host` or `floats`.
 struct NpyPayload {
-  std::string preamble;
+  std::string preamble;  // format 1.0: rank <= 8 keeps the header far below 65536 bytes
   const void* data = nullptr;
   std::size_t bytes = 0;
   Array host;
@@ -117,20 +94,10 @@ struct NpyPayload {
   std::u32string text;
 };
 
+// flex16 and bf16 are stored decoded, as float32.
 const char* descr_of(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-    case DType::flex16:  // decoded
-    case DType::bf16:    // decoded
-      return "<f4";
-    case DType::f64:
-      return "<f8";
-    case DType::i32:
-      return "<i4";
-    case DType::u8:
-      return "|u1";
-  }
-  return "";
+  const bool decoded = dtype == DType::flex16 || dtype == DType::bf16;
+  return npy_descr(decoded ? DType::f32 : dtype);
 }
 
 std::size_t stored_itemsize(DType dtype) {
@@ -308,99 +275,8 @@ struct NpyView {
   std::string_view data;
 };
 
-// The dict literal NumPy writes as a .npy header: {'descr': '<f4', 'fortran_order': False,
-// 'shape': (2, 3), }.
-class NpyHeaderParser {
- public:
-  NpyHeaderParser(std::string_view text, const Reader& reader, const std::string& entry)
-      : text_(text), reader_(reader), entry_(entry) {}
-
-  NpyView parse() {
-    NpyView v;
-    bool have_descr = false, have_order = false, have_shape = false;
-    expect('{');
-    while (true) {
-      skip_space();
-      if (peek() == '}') break;
-      const std::string key = quoted();
-      expect(':');
-      skip_space();
-      if (key == "descr") {
-        if (peek() != '\'' && peek() != '"') fail("structured dtypes are not supported");
-        v.descr = quoted();
-        have_descr = true;
-      } else if (key == "fortran_order") {
-        if (text_.substr(pos_, 4) == "True")
-          v.fortran_order = true, pos_ += 4;
-        else if (text_.substr(pos_, 5) == "False")
-          pos_ += 5;
-        else
-          fail("'fortran_order' is neither True nor False");
-        have_order = true;
-      } else if (key == "shape") {
-        v.shape = tuple();
-        have_shape = true;
-      } else {
-        fail(cat("unexpected key '", key, "'"));
-      }
-      skip_space();
-      if (peek() == ',') ++pos_;
-    }
-    if (!have_descr || !have_order || !have_shape)
-      fail("one of 'descr', 'fortran_order', 'shape' is missing");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& why) const {
-    reader_.fail(cat("entry ", entry_, " has a bad .npy header (", why, ")"));
-  }
-  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
-  void skip_space() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-  }
-  void expect(char c) {
-    skip_space();
-    if (peek() != c) fail(cat("expected '", c, "' at offset ", pos_));
-    ++pos_;
-  }
-  std::string quoted() {
-    skip_space();
-    const char q = peek();
-    if (q != '\'' && q != '"') fail(cat("expected a quoted string at offset ", pos_));
-    const std::size_t end = text_.find(q, pos_ + 1);
-    if (end == std::string_view::npos) fail("an unterminated string");
-    std::string s(text_.substr(pos_ + 1, end - pos_ - 1));
-    pos_ = end + 1;
-    return s;
-  }
-  Shape tuple() {
-    expect('(');
-    Shape shape;
-    while (true) {
-      skip_space();
-      if (peek() == ')') {
-        ++pos_;
-        return shape;
-      }
-      std::int64_t extent = 0;
-      auto [end, ec] = std::from_chars(text_.data() + pos_, text_.data() + text_.size(), extent);
-      if (ec != std::errc() || extent < 0) fail(cat("expected a dimension at offset ", pos_));
-      pos_ = static_cast<std::size_t>(end - text_.data());
-      shape.push_back(extent);
-      skip_space();
-      if (peek() == ',') ++pos_;
-    }
-  }
-
-  std::string_view text_;
-  std::size_t pos_ = 0;
-  const Reader& reader_;
-  const std::string& entry_;
-};
-
 NpyView parse_npy(std::string_view npy, const Reader& reader, const std::string& entry) {
-  if (npy.size() < 10 || npy.substr(0, 6) != std::string_view("\x93NUMPY", 6))
+  if (npy.size() < 10 || npy.substr(0, kNpyMagic.size()) != kNpyMagic)
     reader.fail(cat("entry ", entry, " is not a .npy file"));
   const int major = static_cast<unsigned char>(npy[6]);
   std::size_t header_len = 0, start = 0;
@@ -418,9 +294,11 @@ NpyView parse_npy(std::string_view npy, const Reader& reader, const std::string&
   }
   if (npy.size() - start < header_len)
     reader.fail(cat("entry ", entry, " is truncated inside its .npy header"));
-  NpyView v = NpyHeaderParser(npy.substr(start, header_len), reader, entry).parse();
-  v.data = npy.substr(start + header_len);
-  return v;
+  const flexkit::detail::NpyHeaderErrors errors{
+      cat("load_npz: ", reader.path(), " entry ", entry, " has a bad .npy header"), ""};
+  flexkit::detail::NpyHeader h =
+      flexkit::detail::parse_npy_header(npy.substr(start, header_len), errors);
+  return {std::move(h.descr), h.fortran_order, std::move(h.shape), npy.substr(start + header_len)};
 }
 
 // The element count of a shape read from a file, with overflow checks.
@@ -573,7 +451,7 @@ std::map<std::string, Array> load_npz(const std::string& path) {
     const std::size_t bytes = checked_count(v.shape, itemsize(dtype), reader, entry.name);
     if (v.data.size() != bytes)
       reader.fail(cat("entry ", entry.name, " holds ", v.data.size(), " bytes of data; its shape ",
-                      python_tuple(v.shape), " needs ", bytes));
+                      shape_str(v.shape), " needs ", bytes));
     Shape stored = v.shape;
     if (v.fortran_order) std::reverse(stored.begin(), stored.end());
     Array host = Array::empty(stored, dtype, Device::cpu());
