@@ -271,6 +271,31 @@ class TrainCli(unittest.TestCase):
         self.assertEqual(e.returncode, 0, e.stderr)
 
 
+class CliHelp(unittest.TestCase):
+    """Every command answers --help with its usage and exit code 0; usage errors exit 2."""
+
+    def test_every_command_has_help(self):
+        for command in ["info", "demo", "train", "eval", "neuron"]:
+            for args in ([command, "--help"], ["help", command]):
+                r = run(*args)
+                self.assertEqual(r.returncode, 0, f"{args}: {r.stdout}{r.stderr}")
+                self.assertIn("flexkit " + command, r.stdout, args)
+                self.assertIn("--help", r.stdout, args)
+        r = run("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertRegex(r.stdout, r"^flexkit \d+\.\d+\.\d+")
+        r = run("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("exit codes: 0 success, 1 runtime error, 2 usage error", r.stdout)
+
+    def test_usage_errors_exit_2(self):
+        for args in (["info", "--bogus"], ["demo", "extra"], ["train", "--epochs"],
+                     ["train", "--T", "0"], ["train", "--set", "tau"], ["eval"],
+                     ["no-such-command"]):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stdout}{r.stderr}")
+
+
 if __name__ == "__main__":
     FLEXKIT = sys.argv[1]
     for a in sys.argv[2:]:

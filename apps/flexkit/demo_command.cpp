@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli_parse.hpp"
 #include "commands.hpp"
 #include "flexkit/expr.hpp"
 #include "flexkit/flexkit.hpp"
@@ -64,10 +65,9 @@ void tour(Device device) {
 }  // namespace
 
 int demo_command(const Args& args) {
-  if (!args.empty()) {
-    std::fprintf(stderr, "flexkit demo takes no arguments\n");
-    return 2;
-  }
+  CLI::App app{"A short tour of arrays, views, flex16 and .npy files (cpu, and cuda when present).",
+               "flexkit demo"};
+  if (const auto rc = parse(app, args)) return *rc;
   tour(Device::cpu());
   if (cuda::device_count() > 0)
     tour(Device::cuda(0));

@@ -1,6 +1,7 @@
 // flexkit info: what this build and machine offer.
 #include <cstdio>
 
+#include "cli_parse.hpp"
 #include "commands.hpp"
 #include "flexkit/flexkit.hpp"
 
@@ -13,10 +14,9 @@ std::string version_text(int v) {
 }  // namespace
 
 int info_command(const Args& args) {
-  if (!args.empty()) {
-    std::fprintf(stderr, "flexkit info takes no arguments\n");
-    return 2;
-  }
+  CLI::App app{"Devices found, the CUDA and NVRTC versions, and the kernel cache directory.",
+               "flexkit info"};
+  if (const auto rc = parse(app, args)) return *rc;
   std::printf("flexkit %.*s\n", static_cast<int>(kVersion.size()), kVersion.data());
   std::printf("  cpu backend     : yes\n");
   std::printf("  cuda backend    : %s\n", cuda::built_with_cuda() ? "built" : "not built");

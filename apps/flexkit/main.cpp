@@ -1,4 +1,6 @@
-// flexkit: the command-line face of the library.
+// flexkit: the command-line face of the library. Exit codes: 0 success, 1 a runtime error (the
+// message on stderr), 2 a usage error (with the usage), 3 a training run whose loss or
+// parameters stopped being finite, 130 a run stopped by Ctrl-C.
 #include <cstdio>
 #include <exception>
 #include <string_view>
@@ -32,7 +34,11 @@ void usage(std::FILE* out) {
   for (const Command& c : kCommands)
     std::fprintf(out, "  %-7.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
                  static_cast<int>(c.summary.size()), c.summary.data());
-  std::fprintf(out, "\n  flexkit --version | --help\n");
+  std::fprintf(out,
+               "\n  flexkit <command> --help     that command's options\n"
+               "  flexkit help <command>       the same\n"
+               "  flexkit --version | --help\n"
+               "\nexit codes: 0 success, 1 runtime error, 2 usage error\n");
 }
 
 }  // namespace
@@ -43,7 +49,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string_view name = argv[1];
-  if (name == "--help" || name == "-h" || name == "help") {
+  flexkit::cli::Args args(argv + 2, argv + argc);
+  if (name == "help" && argc >= 3) {
+    // `flexkit help train` is `flexkit train --help`.
+    name = argv[2];
+    args = {"--help"};
+  } else if (name == "--help" || name == "-h" || name == "help") {
     usage(stdout);
     return 0;
   }
@@ -55,13 +66,15 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (c.name != name) continue;
     try {
-      return c.run(flexkit::cli::Args(argv + 2, argv + argc));
+      return c.run(args);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "flexkit %s: error: %s\n", argv[1], e.what());
+      std::fprintf(stderr, "flexkit %.*s: error: %s\n", static_cast<int>(name.size()), name.data(),
+                   e.what());
       return 1;
     }
   }
-  std::fprintf(stderr, "flexkit: unknown command '%s'\n\n", argv[1]);
+  std::fprintf(stderr, "flexkit: unknown command '%.*s'\n\n", static_cast<int>(name.size()),
+               name.data());
   usage(stderr);
   return 2;
 }

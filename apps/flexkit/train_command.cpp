@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "cli_parse.hpp"
 #include "commands.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/train.hpp"
@@ -25,18 +26,6 @@ std::string preset_help() {
 
 extern "C" void on_interrupt(int) {
   nn::request_stop();
-}
-
-// Parses argv-style arguments with CLI11; returns the exit code when parsing ends the command
-// (help, or an error), or -1 to go on.
-int parse(CLI::App& app, const Args& args) {
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  return -1;
 }
 
 }  // namespace
@@ -100,14 +89,18 @@ int train_command(const Args& args) {
   app.add_option("--save", c.save, "write the trained weights and the model description as .npz");
   app.add_option("--summary", c.summary, "write a JSON summary");
   app.add_flag("--quiet,-q", c.quiet, "no progress output");
-  if (const int rc = parse(app, args); rc >= 0) return rc;
+  if (const auto rc = parse(app, args)) return *rc;
 
   if (*o_model) c.model = model;
   if (*o_neuron) c.neuron = neuron;
   for (const std::string& s : settings) {
     const auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw ValueError("--set takes K=V (a neuron parameter and its value), got '" + s + "'");
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr,
+                   "flexkit train: --set takes K=V (a neuron parameter and its value), got '%s'\n",
+                   s.c_str());
+      return kUsageError;
+    }
     c.neuron_settings.emplace_back(s.substr(0, eq), s.substr(eq + 1));
   }
   if (*o_T) c.time_steps = T;
@@ -147,7 +140,7 @@ int eval_command(const Args& args) {
   app.add_option("--device", device, "cpu | cuda | cuda:N | auto")->default_str("auto");
   app.add_option("--data", data, "directory of the Fashion-MNIST IDX files");
   app.add_option("--limit", limit, "the first N test samples only")->check(CLI::NonNegativeNumber);
-  if (const int rc = parse(app, args); rc >= 0) return rc;
+  if (const auto rc = parse(app, args)) return *rc;
   const nn::EvalResult r = nn::evaluate_checkpoint(resume, device, data, limit);
   std::printf("model %s\ndevice %s\ntest samples %lld\ntest loss %.6f\ntest accuracy %.4f\n",
               r.architecture.c_str(), r.device.c_str(), static_cast<long long>(r.samples),
