@@ -53,11 +53,13 @@ def write_text(name, text):
     return p
 
 
-def flexkit(*args, device=True):
+def flexkit(*args, device=True, cwd=None, prefix=()):
     command = [TOOL, "neuron"] + list(args)
     if device and args and args[0] == "run":
         command += ["--device", DEVICE]
-    p = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = list(prefix) + command
+    p = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       cwd=cwd)
     return p.returncode, p.stdout, p.stderr, command
 
 
@@ -120,6 +122,9 @@ def golden_cases():
         check(os.path.exists(os.path.join(out, "keep.txt")), "lif training removed keep.txt")
         check(not [f for f in os.listdir(WORK) if ".partial-" in f],
               "lif training left a temporary directory in %s" % WORK)
+        check(sorted(os.listdir(out)) == ["grad_v0.npy", "grad_x.npy", "keep.txt", "s.npy",
+                                          "v.npy", "v_final.npy"],
+              "lif training left %s in its output directory" % sorted(os.listdir(out)))
         for word in ("T = 3", DEVICE.split(":")[0], "s.npy", "grad_x.npy", "ms"):
             check(word in summary, "lif summary lacks %r:\n%s" % (word, summary))
 
@@ -360,6 +365,157 @@ def error_cases():
     check(rc == USAGE_ERROR, "flexkit neuron without arguments: exit %d" % rc)
 
 
+# ---- staging, non-finite values, parameter domains, gradient shapes, sections, names -------
+
+def expect(label, rc_err, status, message):
+    """rc_err: (rc, stderr); the stderr must be exactly `message` (one line)."""
+    rc, err = rc_err
+    check(rc == status, "%s: exit %d, expected %d (%s)" % (label, rc, status, err.strip()))
+    check(err.strip() == message, "%s: stderr %r, expected %r" % (label, err.strip(), message))
+
+
+def staging_cases():
+    x = save("st_x.npy", X)
+    # The output directory is a mount point: staging beside it, in its parent, made the final
+    # rename cross file systems. A private mount namespace needs root; otherwise a parent
+    # without write permission shows where staging happens.
+    parent = path("st_parent")
+    out = os.path.join(parent, "out")
+    os.makedirs(out)
+    if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("mount"):
+        probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs none '%s'" % out],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if probe.returncode == 0:
+            script = ('mount -t tmpfs none "$0" && "$@" && ls -A "$0"')
+            rc, stdout, err, command = flexkit(
+                "run", "lif", "--in", "x=" + x, "--out", out,
+                prefix=["unshare", "-m", "sh", "-c", script, out])
+            check(rc == 0, "output into a mount point: exit %d: %s" % (rc, err.strip()))
+            check(stdout.endswith("s.npy\nv.npy\nv_final.npy\n"),
+                  "output into a mount point: the mount holds %r" % stdout)
+        else:
+            print("neuron_cli_test: no mount namespace; the mount-point case is skipped")
+    else:
+        os.chmod(parent, 0o555)
+        try:
+            rc, _, err, _ = flexkit("run", "lif", "--in", "x=" + x, "--out", out)
+        finally:
+            os.chmod(parent, 0o755)
+        check(rc == 0, "output into a directory whose parent is read-only: exit %d: %s" % (
+            rc, err.strip()))
+        check(npy_files(out) == ["s.npy", "v.npy", "v_final.npy"],
+              "read-only parent: wrote %s" % npy_files(out))
+    check(os.listdir(parent) == ["out"], "staging left %s beside the output" % os.listdir(parent))
+
+    # One result: "file", not "files".
+    relu = write_text("st_relu.neuron", STATELESS)
+    summary = run_ok("one result", relu, "--in", "x=" + x, "--out", path("st_relu"))
+    if summary is not None:
+        check("wrote 1 file to " in summary, "one result: %r" % summary)
+
+
+def finite_cases():
+    bad = X.copy().reshape(3, 1).repeat(5, axis=1)
+    bad[1, 4] = np.nan
+    bad[2, 0] = np.inf
+    bad[2, 3] = -np.inf
+    x = save("nf_x.npy", bad)
+    out = path("nf_out")
+    rc, _, err, _ = flexkit("run", "lif", "--in", "x=" + x, "--out", out)
+    lines = err.strip().splitlines()
+    check(rc == 0, "non-finite input: exit %d: %s" % (rc, err.strip()))
+    check(lines[:1] == [PREFIX + "warning: --in x=%s holds 3 non-finite values (first at index "
+                        "[1, 4])" % x], "non-finite input: stderr %r" % lines)
+    # x[1, 4] = NaN makes v NaN from step 1 on; x[2, 0] = inf fires, and the reset's
+    # 0 * inf is NaN; x[2, 3] = -inf leaves v at -inf.
+    check(lines[1:] == [
+        PREFIX + "warning: the result v.npy holds 4 non-finite values (first at index [1, 4])",
+        PREFIX + "warning: the result v_final.npy holds 3 non-finite values (first at index [0])"],
+        "non-finite input: the warnings about the results are %r" % lines[1:])
+    rc, _, err, _ = flexkit("run", "lif", "--in", "x=" + x, "--out", out, "--allow-nonfinite")
+    expect("--allow-nonfinite", (rc, err), 0, "")
+    rc, _, err, _ = flexkit("run", "lif", "--in", "x=" + x, "--out", path("nf_flex16"),
+                            "--dtype", "flex16", "--allow-nonfinite")
+    check(rc == RUNTIME_ERROR and err.startswith(PREFIX + "--in x=%s: " % x) and
+          err.count("\n") == 1, "flex16 with NaN: exit %d, %r" % (rc, err))
+    check(not os.path.exists(path("nf_flex16")), "flex16 with NaN created its output directory")
+    rc, _, err, _ = flexkit("run", "lif", "--in", "x=" + x, "--out", out, "--allow-nonfinite",
+                            "--check-finite")
+    check(rc == USAGE_ERROR, "--allow-nonfinite with --check-finite: exit %d" % rc)
+
+
+def domain_cases():
+    x = save("dm_x.npy", X)
+    for value in ("0", "-3"):
+        rc, _, err, _ = flexkit("run", "lif", "--set", "tau=" + value, "--in", "x=" + x,
+                                "--out", path("dm_out"))
+        expect("lif tau=" + value, (rc, err), USAGE_ERROR,
+               PREFIX + "--set tau=%s: neuron lif: tau must be > 0 (got %s)" % (value, value))
+    rc, _, err, _ = flexkit("show", "alif", "--set", "tau_a=-1")
+    expect("alif tau_a=-1", (rc, err), USAGE_ERROR,
+           PREFIX + "--set tau_a=-1: neuron alif: tau_a must be > 0 (got -1)")
+    check(not os.path.exists(path("dm_out")), "a refused --set created the output directory")
+
+
+def grad_shape_cases():
+    x = save("gr_x.npy", X)
+    g = save("gr_final.npy", np.ones(2, dtype=np.float32))
+    rc, _, err, _ = flexkit("run", "lif", "--in", "x=" + x, "--grad", "v_final=" + g,
+                            "--out", path("gr_out"))
+    expect("--grad v_final of the wrong shape", (rc, err), RUNTIME_ERROR,
+           PREFIX + "--grad v_final=%s has shape [2], expected [1] (the neuron shape: --in x "
+           "without its time axis)" % g)
+    rc, _, err, _ = flexkit("run", "lif", "--in", "x=" + x, "--grad", "s=" + g,
+                            "--out", path("gr_out"))
+    expect("--grad s of the wrong shape", (rc, err), RUNTIME_ERROR,
+           PREFIX + "--grad s=%s has shape [2], expected [3, 1] (the shape of --in x)" % g)
+
+
+def section_cases():
+    rc, out, err, _ = flexkit("show", "lif", "--section", "cuda")
+    check(rc == 0 and out.count("CUDA source") == 4 and "CPU program" not in out and
+          "neuron source" not in out, "show --section cuda: exit %d, %d lines" % (
+              rc, len(out.splitlines())))
+    rc, out, err, _ = flexkit("show", "lif", "--section", "source", "--section", "residuals")
+    check(rc == 0 and out.startswith("==== neuron source ====") and
+          "residual plan: 1 value" in out and "forward program" not in out and
+          "CUDA source" not in out, "show --section source --section residuals: %r" % out[:200])
+    rc, out, err, _ = flexkit("show", "lif", "--section", "bogus")
+    expect("show --section bogus", (rc, err), USAGE_ERROR,
+           PREFIX + "--section: unknown section 'bogus'; sections: interface, source, forward, "
+           "backward, residuals, cuda, cpu")
+    rc, out, err, _ = flexkit("show", "--help")
+    check(rc == 0 and "interface, source, forward, backward, residuals, cuda, cpu" in
+          " ".join(out.split()), "show --help does not list the sections:\n%s" % out)
+
+
+def shadow_cases():
+    here = path("shadow")
+    os.makedirs(here)
+    with open(os.path.join(here, "lif"), "w") as f:
+        f.write(LEAKY)
+    rc, out, err, _ = flexkit("show", "lif", "--section", "interface", cwd=here)
+    expect("a file named lif", (rc, err), 0,
+           PREFIX + "warning: 'lif' is a built-in neuron; the file ./lif is ignored \u2014 write "
+           "./lif to use the file")
+    check(out.startswith("==== interface ====\nneuron lif\n"), "lif beside ./lif: %r" % out)
+    rc, out, err, _ = flexkit("show", "./lif", "--section", "interface", cwd=here)
+    expect("./lif", (rc, err), 0, "")
+    check(out.startswith("==== interface ====\nneuron leaky\n"), "./lif: %r" % out)
+
+
+def usage_cases():
+    for args in (["bogus"], ["run", "lif", "--out"], ["show"], ["run", "--in", "x=a.npy"],
+                 ["show", "lif", "--in", "x=a.npy"]):
+        rc, _, err, command = flexkit(*args, device=False)
+        line = err.strip()
+        check(rc == USAGE_ERROR and line.startswith(PREFIX) and "\n" not in line,
+              "%s: exit %d, %r" % (" ".join(command), rc, line))
+    rc, out, err, _ = flexkit("run", "--help", device=False)
+    check(rc == 0 and "--allow-nonfinite" in out and "--check-finite" in out,
+          "run --help: exit %d, %r" % (rc, out))
+
+
 def main():
     global TOOL, DEVICE, WORK
     if len(sys.argv) < 2:
@@ -381,6 +537,13 @@ def main():
         language_cases()
         show_cases()
         error_cases()
+        staging_cases()
+        finite_cases()
+        domain_cases()
+        grad_shape_cases()
+        section_cases()
+        shadow_cases()
+        usage_cases()
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
     if FAILURES:

@@ -2,6 +2,7 @@
 // dtype), assign/fill with flex16 re-scaling and statistics. Runs on the --device given.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -211,6 +212,31 @@ TEST(ArrayData, HostIoErrorsNameTheProblem) {
   EXPECT_THROW(Array::zeros({1}, DType::f32, Device::cuda(63)), DeviceError);
   EXPECT_THROW(Device::parse("gpu"), DeviceError);
   EXPECT_THROW(parse_dtype("float16"), DTypeError);
+}
+
+TEST(ArrayData, HostMemoryExhaustionIsATypedErrorAtOnce) {
+  // 2^50 f32 elements are 4 PiB, more than any machine's memory and swap: refused before any
+  // page is touched, with the request named.
+  const Shape shape{std::int64_t{1} << 50};
+  const std::string expected =
+      "cpu: cannot allocate 4.00 PiB (4503599627370496 bytes) of host memory for f32 "
+      "(1125899906842624,); the machine has ";
+  const auto start = std::chrono::steady_clock::now();
+  for (int zeros = 0; zeros < 2; ++zeros) {
+    try {
+      if (zeros)
+        Array::zeros(shape, DType::f32, Device::cpu());
+      else
+        Array::empty(shape, DType::f32, Device::cpu());
+      FAIL() << "no error";
+    } catch (const OutOfMemoryError& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(message.substr(0, expected.size()), expected) << message;
+      EXPECT_NE(message.find(" of memory and "), std::string::npos) << message;
+      EXPECT_TRUE(message.ends_with(" of swap")) << message;
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 }  // namespace

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "flexkit/flexkit.hpp"
 #include "flexkit/neuron.hpp"
+#include "flexkit/neuron_language.hpp"
 
 namespace flexkit {
 namespace {
@@ -327,6 +329,31 @@ TEST_F(NeuronErrors, ErrorsComeBeforeAnyWork) {
   bad["gate"] = f32({5, 3});
   EXPECT_THROW(layer(bad), ShapeError);
   EXPECT_EQ(layer.states().at("vmem").to_doubles(), before);
+}
+
+// Each built-in's parameters have a domain; a value outside it is a ValueError stating it.
+TEST(BuiltinNeuronParameters, OutsideTheirDomainAreRefused) {
+  auto message = [](const char* neuron, const char* param, double value) -> std::string {
+    try {
+      check_builtin_parameter(neuron, param, value);
+    } catch (const ValueError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message("lif", "tau", -3), "neuron lif: tau must be > 0 (got -3)");
+  EXPECT_EQ(message("lif", "tau", 0), "neuron lif: tau must be > 0 (got 0)");
+  EXPECT_EQ(message("alif", "tau_a", 0), "neuron alif: tau_a must be > 0 (got 0)");
+  EXPECT_EQ(message("izhikevich", "tau_w", -1), "neuron izhikevich: tau_w must be > 0 (got -1)");
+  EXPECT_EQ(message("eif", "delta_T", 0), "neuron eif: delta_T must be > 0 (got 0)");
+  EXPECT_EQ(message("if", "v_threshold", std::numeric_limits<double>::infinity()),
+            "neuron if: v_threshold must be finite (got inf)");
+  EXPECT_EQ(message("lif", "soft_reset", 2), "neuron lif: soft_reset must be 0 or 1 (got 2)");
+  // Inside the domain, another neuron's parameter, and a file's neuron all pass.
+  EXPECT_EQ(message("lif", "tau", 0.5), "");
+  EXPECT_EQ(message("lif", "v_threshold", -2), "");
+  EXPECT_EQ(message("if", "tau", -3), "");
+  EXPECT_EQ(message("probe", "tau_m", -3), "");
 }
 
 }  // namespace

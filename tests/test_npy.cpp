@@ -239,6 +239,17 @@ TEST(NpyRoundTrip, Bf16RawBits) {
   }
 }
 
+TEST(NpyRoundTrip, Bf16WritesItsSidecar) {
+  TempDir dir;
+  save_npy(dir / "b.npy",
+           Array::from_vector(std::vector<BF16>{BF16{0x3f80}, BF16{0xc0a0}}, Shape{2}));
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"b.npy", "b.npy.bf16"}));
+  EXPECT_EQ(bf16_sidecar_path(dir / "b.npy"), dir / "b.npy.bf16");
+  // Without it the same bytes are NumPy's uint16, which flexkit refuses.
+  fs::remove(dir / "b.npy.bf16");
+  EXPECT_THROW(load_npy(dir / "b.npy"), FormatError);
+}
+
 TEST(NpyRoundTrip, U8) {
   TempDir dir;
   for (const Shape& shape : round_trip_shapes()) {
@@ -514,6 +525,7 @@ TEST(NpyReadBytes, BigEndianIsByteSwapped) {
 
   const std::vector<std::uint16_t> bits = {0x3f80, 0xc0a0};
   write_file(dir / "b.npy", npy_file(dict_of(">u2", "(2,)"), be_bytes(bits)));
+  write_file(dir / "b.npy.bf16", "bf16\n");
   Array c = load_npy(dir / "b.npy");
   EXPECT_EQ(c.dtype(), DType::bf16);
   EXPECT_EQ(c.to_vector<BF16>(), (std::vector<BF16>{BF16{0x3f80}, BF16{0xc0a0}}));
@@ -765,6 +777,66 @@ TEST(NpyAtomicSave, FailedRenameLeavesNoTemporary) {
   EXPECT_THROW(save_npy(dir / "target.npy", Array::arange(4, DType::f32)), IoError);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"target.npy"});
   EXPECT_EQ(read_file(dir / "target.npy" / "keep"), "x");
+}
+
+// ---- messages for inputs flexkit cannot take --------------------------------------------
+
+TEST(NpyBadInput, Uint16IsRefusedNotReadAsBf16Bits) {
+  // NumPy's uint16 and flexkit's bf16 bits share the descr '<u2'; a file without the bf16
+  // sidecar is NumPy's, and its ones must not turn into 9.1e-41.
+  TempDir dir;
+  const std::vector<std::uint16_t> ones = {1, 1, 1};
+  for (std::string descr : {"<u2", ">u2"}) {
+    EXPECT_EQ(format_error_of(dir, npy_file(dict_of(descr, "(3,)"), le_bytes(ones))),
+              "load_npy: " + (dir / "bad.npy").string() + " holds uint16 values ('" + descr +
+                  "'); flexkit has no uint16 dtype (convert to int32 or float32 in NumPy); a bf16 "
+                  "array saved by flexkit has a .bf16 sidecar next to it");
+  }
+  // With the sidecar the elements are bf16 bits.
+  write_file(dir / "x.npy", npy_file(dict_of("<u2", "(3,)"), le_bytes(ones)));
+  write_file(dir / "x.npy.bf16", "bf16\n");
+  Array a = load_npy(dir / "x.npy");
+  EXPECT_EQ(a.dtype(), DType::bf16);
+  EXPECT_EQ(a.to_vector<BF16>(), (std::vector<BF16>{BF16{1}, BF16{1}, BF16{1}}));
+}
+
+TEST(NpyBadInput, NegativeDimensionIsAShortMessage) {
+  TempDir dir;
+  const std::string message =
+      format_error_of(dir, npy_file(dict_of("<f4", "(-3,)"), std::string(64, '\0')));
+  EXPECT_EQ(message, "load_npy: " + (dir / "bad.npy").string() +
+                         ": bad header (dimension 0 is negative: -3)");
+  EXPECT_EQ(
+      format_error_of(dir, npy_file(dict_of("<f4", "(2, -1)"), std::string(64, '\0'))),
+      "load_npy: " + (dir / "bad.npy").string() + ": bad header (dimension 1 is negative: -1)");
+  EXPECT_EQ(format_error_of(dir, npy_file(dict_of("<f4", "(99999999999999999999999,)"), "")),
+            "load_npy: " + (dir / "bad.npy").string() +
+                ": bad header (dimension 0 does not fit in 64 bits: 99999999999999999999999)");
+}
+
+TEST(NpyBadInput, SyntaxErrorsQuoteTheDictWithoutItsPadding) {
+  TempDir dir;
+  const std::string dict = "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,), }";
+  EXPECT_EQ(format_error_of(dir, npy_file(dict, std::string(8, '\0'))),
+            "load_npy: " + (dir / "bad.npy").string() +
+                ": bad header ('fortran_order' is neither True nor False): " + dict);
+}
+
+TEST(NpyBadInput, CannotOpenGivesTheReason) {
+  TempDir dir;
+  try {
+    load_npy(dir / "missing.npy");
+    FAIL() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_EQ(std::string(e.what()), "load_npy: cannot open " + (dir / "missing.npy").string() +
+                                         ": No such file or directory");
+  }
+  try {
+    save_npy(dir / "no" / "a.npy", Array::arange(2, DType::f32));
+    FAIL() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_TRUE(contains(e.what(), "for writing: No such file or directory")) << e.what();
+  }
 }
 
 }  // namespace

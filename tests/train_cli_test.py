@@ -185,6 +185,8 @@ class TrainCli(unittest.TestCase):
         self.expect_error(t + ["--model", "conv(8, 3) bn sn linear(10) sn"], "layer 3", "flatten")
         self.expect_error(t + ["--model", "flatten linear(64) sn linear(7) sn"], "10")
         self.expect_error(t + ["--set", "tau"], "K=V")
+        self.expect_error(t + ["--set", "tau=-3"], "--set tau=-3: neuron lif: tau must be > 0 (got -3)")
+        self.expect_error(t + ["--set", "tau=0"], "tau must be > 0")
         self.expect_error(["train", "--no-such-option"], "no-such-option")
         h = run("train", "--help")
         self.assertEqual(h.returncode, 0)

@@ -1,16 +1,21 @@
 // flexkit neuron: inspect a neuron's generated code, and run it over .npy sequences.
 //
-//   flexkit neuron show <neuron> [--set NAME=VALUE]...
+//   flexkit neuron show <neuron> [--set NAME=VALUE]... [--section NAME]...
 //   flexkit neuron run <neuron> [--set NAME=VALUE]... --in NAME=FILE.npy...
 //       [--grad NAME=FILE.npy]... --out DIR [--device cpu|cuda[:N]] [--dtype f32|bf16|flex16]
+//       [--check-finite | --allow-nonfinite]
 //
-// Exit codes: 0 success, 1 a failure inside the library (its message is printed), 2 a mistake in
-// the command line. Errors are one line on stderr, prefixed "flexkit neuron: ".
+// CLI11 parses the command line. Exit codes: 0 success (and --help), 1 a failure inside the
+// library (its message is printed), 2 a mistake in the command line. Errors are one line on
+// stderr, prefixed "flexkit neuron: "; warnings too, prefixed "flexkit neuron: warning: ".
+#include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -24,6 +29,7 @@
 #include "commands.hpp"
 #include "flexkit/flexkit.hpp"
 #include "flexkit/neuron.hpp"
+#include "flexkit/neuron_language.hpp"
 
 namespace flexkit::cli {
 
@@ -31,50 +37,46 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kUsage =
-    "usage: flexkit neuron show <neuron> [--set NAME=VALUE]...\n"
-    "       flexkit neuron run <neuron> [--set NAME=VALUE]... --in NAME=FILE.npy...\n"
-    "                          [--grad NAME=FILE.npy]... --out DIR\n"
-    "                          [--device cpu|cuda[:N]] [--dtype f32|bf16|flex16]\n"
-    "\n"
-    "<neuron> is a built-in (if, lif, plif, alif, izhikevich, eif, qif) or a file in the\n"
-    "neuron language.\n";
-
-constexpr const char* kShowHelp =
-    "usage: flexkit neuron show <neuron> [--set NAME=VALUE]...\n"
-    "\n"
-    "Prints the neuron's canonical source, its forward and derived backward step bodies, the\n"
-    "residual plan (the values training stores per neuron-step) and, for each kernel kind, the\n"
-    "generated CUDA source and CPU program.\n"
-    "\n"
-    "  --set NAME=VALUE  bind a parameter (a number) or a SpikingJelly-style setting:\n"
-    "                    v_reset=none (soft reset), decay_input / detach_reset = true|false,\n"
-    "                    surrogate=NAME[(alpha)], PLIF's init_tau; applied in order\n";
-
-constexpr const char* kRunHelp =
+constexpr const char* kShowUsage =
+    "usage: flexkit neuron show <neuron> [--set NAME=VALUE]... [--section NAME]...\n";
+constexpr const char* kRunUsage =
     "usage: flexkit neuron run <neuron> [--set NAME=VALUE]... --in NAME=FILE.npy...\n"
     "                          [--grad NAME=FILE.npy]... --out DIR\n"
     "                          [--device cpu|cuda[:N]] [--dtype f32|bf16|flex16]\n"
+    "                          [--check-finite | --allow-nonfinite]\n";
+
+constexpr const char* kUsage =
+    "usage: flexkit neuron show <neuron> [--set NAME=VALUE]... [--section NAME]...\n"
+    "       flexkit neuron run <neuron> [--set NAME=VALUE]... --in NAME=FILE.npy...\n"
+    "                          [--grad NAME=FILE.npy]... --out DIR\n"
+    "                          [--device cpu|cuda[:N]] [--dtype f32|bf16|flex16]\n"
+    "                          [--check-finite | --allow-nonfinite]\n"
     "\n"
-    "Runs all T steps of the neuron in one kernel call.\n"
-    "\n"
-    "  --set NAME=VALUE      as for `flexkit neuron show`\n"
-    "  --in NAME=FILE.npy    every input sequence [T, ...] by its name (required); an initial\n"
-    "                        state [...] by the state's name (absent states start at their\n"
-    "                        init value); a learnable or per-neuron parameter's value\n"
-    "  --grad NAME=FILE.npy  dL/d(output sequence) by the output's name, dL/d(state sequence)\n"
-    "                        by the state's name, dL/d(final state) as <state>_final; any\n"
-    "                        --grad runs the training forward and the backward kernel\n"
-    "  --out DIR             receives <output>.npy, <state>.npy (sequences), <state>_final.npy\n"
-    "                        and, with a backward, grad_<input>.npy, grad_<state>0.npy and\n"
-    "                        grad_<param>.npy (learnable parameters). Created if absent; files\n"
-    "                        appear only when the whole run succeeded; other files are kept\n"
-    "  --device D            cpu (default) or cuda[:N]\n"
-    "  --dtype T             how sequences and residuals are stored: f32 (default), bf16 or\n"
-    "                        flex16. Input sequences are converted to it (float64 files are\n"
-    "                        accepted; u8 spike inputs are kept as u8); initial states,\n"
-    "                        parameters and gradients are converted to f32. Every result is\n"
-    "                        written as float32.\n";
+    "<neuron> is a built-in (if, lif, plif, alif, izhikevich, eif, qif) or a file in the\n"
+    "neuron language; a name with a '/' (./lif) always means the file.\n";
+
+constexpr const char* kTopFooter =
+    "'flexkit neuron show --help' and 'flexkit neuron run --help' say more.\n"
+    "Exit codes: 0 success, 1 a failure inside the library, 2 a mistake in the command line.";
+
+constexpr const char* kShowFooter =
+    "Prints the neuron's interface, its canonical source, its forward and derived backward step\n"
+    "bodies, the residual plan (the values training stores per neuron-step) and, for each kernel\n"
+    "kind, the generated CUDA source and CPU program; --section picks some of these.";
+
+constexpr const char* kRunFooter =
+    "Runs all T steps of the neuron in one kernel call. Every result is written as float32.\n"
+    "Input sequences are converted to --dtype (float64 files are accepted; u8 spike inputs are\n"
+    "kept as u8); initial states, parameters and gradients are converted to f32.";
+
+constexpr const char* kSetHelp =
+    "bind a parameter (a number) or a SpikingJelly-style setting: v_reset=none (soft reset), "
+    "decay_input / detach_reset = true|false, surrogate=NAME[(alpha)], PLIF's init_tau; applied "
+    "in order. A built-in's parameters are checked against their domain (tau > 0, ...)";
+
+// The sections of `show`, in the order it prints them.
+const std::vector<std::string> kSections = {"interface", "source", "forward", "backward",
+                                            "residuals", "cuda",   "cpu"};
 
 // A mistake in the command line (exit status 2), as opposed to a failure inside the library.
 class UsageError : public std::runtime_error {
@@ -83,6 +85,16 @@ class UsageError : public std::runtime_error {
 };
 
 // ---- argument parsing ----------------------------------------------------------------------
+
+// CLI11's help, with the usage lines this command documents in place of the generated one.
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string) const override {
+    if (app->get_name() == "show") return std::string(kShowUsage) + "\n";
+    if (app->get_name() == "run") return std::string(kRunUsage) + "\n";
+    return std::string(kUsage) + "\n";
+  }
+};
 
 // The parsed command line of `show` and `run`.
 struct Options {
@@ -93,7 +105,8 @@ struct Options {
   std::optional<std::string> out;
   std::optional<std::string> device;
   std::optional<std::string> dtype;
-  bool help = false;
+  std::vector<std::string> sections;  // show --section; empty: all
+  bool check_finite = true;
 };
 
 // Splits "NAME=VALUE" at the first '='; both sides must be non-empty.
@@ -107,58 +120,20 @@ std::pair<std::string, std::string> split_assignment(std::string_view option,
   return {std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
 }
 
-// Options take their value as the next argument or after '=' ("--out DIR", "--out=DIR").
-Options parse_options(const Args& args, bool is_run) {
-  Options o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      continue;
-    }
-    if (arg.size() < 2 || arg[0] != '-') {
-      if (!o.neuron.empty()) throw UsageError("unexpected argument '" + arg + "'");
-      o.neuron = arg;
-      continue;
-    }
-    std::string name = arg;
-    std::optional<std::string> value;
-    if (const auto eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
-    const bool known =
-        name == "--set" || (is_run && (name == "--in" || name == "--grad" || name == "--out" ||
-                                       name == "--device" || name == "--dtype"));
-    if (!known)
-      throw UsageError("unknown option '" + name + "' for 'flexkit neuron " +
-                       (is_run ? "run" : "show") + "'");
-    if (!value) {
-      if (i + 1 == args.size()) throw UsageError(name + " needs a value");
-      value = args[++i];
-    }
-    auto single = [&](std::optional<std::string>& slot) {
-      if (slot) throw UsageError(name + " given twice");
-      if (value->empty()) throw UsageError(name + " needs a value");
-      slot = *value;
-    };
-    if (name == "--set")
-      o.settings.push_back(split_assignment(name, *value));
-    else if (name == "--in")
-      o.ins.push_back(split_assignment(name, *value));
-    else if (name == "--grad")
-      o.grads.push_back(split_assignment(name, *value));
-    else if (name == "--out")
-      single(o.out);
-    else if (name == "--device")
-      single(o.device);
-    else
-      single(o.dtype);
-  }
-  if (o.help) return o;
-  if (o.neuron.empty()) throw UsageError("missing <neuron> (a built-in name or a neuron file)");
-  if (is_run && !o.out) throw UsageError("missing --out DIR");
-  return o;
+std::vector<std::pair<std::string, std::string>> split_all(std::string_view option,
+                                                           const std::vector<std::string>& all) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& text : all) out.push_back(split_assignment(option, text));
+  return out;
+}
+
+// A repeatable option: each occurrence takes one value ("--in a=x.npy --in b=y.npy").
+CLI::Option* repeatable(CLI::App* app, const std::string& name, std::vector<std::string>& into,
+                        const std::string& type, const std::string& help) {
+  return app->add_option(name, into, help)
+      ->type_name(type)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 // ---- the neuron ----------------------------------------------------------------------------
@@ -176,13 +151,31 @@ bool contains(const std::vector<std::string>& names, std::string_view name) {
   return false;
 }
 
+bool is_builtin_name(const std::string& name) {
+  return contains(builtin_neuron_names(), name);
+}
+
 Neuron load_neuron(const Options& o) {
+  // A bare built-in name means the built-in even when a file of that name is here; a name
+  // with a '/' never matches a built-in, so it always means the file.
+  const bool builtin = is_builtin_name(o.neuron);
+  if (builtin) {
+    std::error_code ignored;
+    if (fs::exists(o.neuron, ignored))
+      std::fprintf(stderr,
+                   "flexkit neuron: warning: '%s' is a built-in neuron; the file ./%s is ignored "
+                   "\u2014 write ./%s to use the file\n",
+                   o.neuron.c_str(), o.neuron.c_str(), o.neuron.c_str());
+  }
   Neuron neuron = Neuron::named_or_file(o.neuron);
   for (const auto& [name, value] : o.settings) {
     // A setting the neuron does not have is a mistake in the command line, though only the
     // library knows which settings a neuron accepts.
     try {
       neuron = neuron.with_setting(name, value);
+      if (builtin)
+        for (const NeuronParamInfo& p : neuron.params())
+          check_builtin_parameter(o.neuron, p.name, p.value);
     } catch (const std::invalid_argument& e) {  // NeuronError, ValueError: a bad name or value
       throw UsageError("--set " + name + "=" + value + ": " + e.what());
     }
@@ -221,23 +214,31 @@ void section(const std::string& title, const std::string& body) {
 }
 
 int show(const Options& o) {
+  for (const std::string& name : o.sections)
+    if (!contains(kSections, name))
+      throw UsageError("--section: unknown section '" + name + "'; sections: " + join(kSections));
+  auto wanted = [&](std::string_view name) {
+    return o.sections.empty() || contains(o.sections, name);
+  };
   const Neuron neuron = load_neuron(o);
-  section("interface", describe_interface(neuron));
-  section("neuron source", neuron.source());
-  section("forward program", neuron.forward_program());
-  section("backward program", neuron.backward_program());
-  const std::vector<std::string> plan = neuron.residual_plan();
-  std::string listing;
-  for (const std::string& value : plan) listing += "  " + value + "\n";
-  section("residual plan: " + std::to_string(plan.size()) + " value" +
-              (plan.size() == 1 ? "" : "s") + " stored per neuron-step",
-          plan.empty() ? "  (nothing stored)\n" : listing);
+  if (wanted("interface")) section("interface", describe_interface(neuron));
+  if (wanted("source")) section("neuron source", neuron.source());
+  if (wanted("forward")) section("forward program", neuron.forward_program());
+  if (wanted("backward")) section("backward program", neuron.backward_program());
+  if (wanted("residuals")) {
+    const std::vector<std::string> plan = neuron.residual_plan();
+    std::string listing;
+    for (const std::string& value : plan) listing += "  " + value + "\n";
+    section("residual plan: " + std::to_string(plan.size()) + " value" +
+                (plan.size() == 1 ? "" : "s") + " stored per neuron-step",
+            plan.empty() ? "  (nothing stored)\n" : listing);
+  }
   for (NeuronKernelKind kind :
        {NeuronKernelKind::inference, NeuronKernelKind::inference_final_state,
         NeuronKernelKind::training_forward, NeuronKernelKind::backward}) {
     const std::string k(to_string(kind));
-    section(k + " kernel: CUDA source", neuron.cuda_source(kind));
-    section(k + " kernel: CPU program", neuron.cpu_program(kind));
+    if (wanted("cuda")) section(k + " kernel: CUDA source", neuron.cuda_source(kind));
+    if (wanted("cpu")) section(k + " kernel: CPU program", neuron.cpu_program(kind));
   }
   return 0;
 }
@@ -264,7 +265,9 @@ void add_results(Results& results, const NamedArrays& arrays, const std::string&
   }
 }
 
-// A fresh, empty directory beside `target`, removed again unless released.
+// A fresh, empty, hidden directory inside `target`, removed again when it goes out of scope.
+// Inside, so that moving its files into `target` never crosses file systems (`target` may be a
+// mount point).
 class StagingDirectory {
  public:
   explicit StagingDirectory(const fs::path& target) {
@@ -272,20 +275,16 @@ class StagingDirectory {
     std::mt19937_64 random(
         (static_cast<std::uint64_t>(entropy()) << 32) ^ entropy() ^
         static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-    // A hidden name that says which directory it is filling.
-    std::string stem = ".";
-    stem += target.filename().string();
-    stem += ".partial-";
     for (int attempt = 0; attempt < 100; ++attempt) {
       char tag[32];
       std::snprintf(tag, sizeof tag, "%016llx", static_cast<unsigned long long>(random()));
-      const fs::path candidate = target.parent_path() / (stem + tag);
+      const fs::path candidate = target / (std::string(".flexkit-staging-") + tag);
       if (fs::create_directory(candidate)) {
         path_ = candidate;
         return;
       }
     }
-    throw std::runtime_error("cannot create a temporary directory beside " + target.string());
+    throw std::runtime_error("cannot create a temporary directory in " + target.string());
   }
   StagingDirectory(const StagingDirectory&) = delete;
   StagingDirectory& operator=(const StagingDirectory&) = delete;
@@ -299,21 +298,72 @@ class StagingDirectory {
   fs::path path_;
 };
 
-// Writes every result beside `dir` first, then moves the complete set into it: a failure
-// leaves `dir` as it was.
+// Writes every result into a staging directory inside `dir` first, then moves the complete set
+// into `dir`: a failure leaves `dir` as it was (and removes it again when this call made it).
 void write_results(const Results& results, const fs::path& dir) {
   fs::path target = fs::absolute(dir).lexically_normal();
   if (!target.has_filename()) target = target.parent_path();  // "out/" names "out"
-  fs::create_directories(target.parent_path());
-  StagingDirectory staging(target);
-  for (const auto& [file, array] : results) save_npy(staging.path() / file, array);
-  fs::create_directories(target);
-  // Renaming a file over a directory fails; finding that out halfway would leave a partial set.
-  for (const auto& entry : results)
-    if (fs::is_directory(target / entry.first))
-      throw std::runtime_error("cannot write " + (target / entry.first).string() +
-                               ": a directory of that name exists");
-  for (const auto& [file, array] : results) fs::rename(staging.path() / file, target / file);
+  const bool created = fs::create_directories(target);
+  try {
+    StagingDirectory staging(target);
+    for (const auto& [file, array] : results) save_npy(staging.path() / file, array);
+    // Renaming a file over a directory fails; finding that out halfway would leave a partial
+    // set.
+    for (const auto& entry : results)
+      if (fs::is_directory(target / entry.first))
+        throw std::runtime_error("cannot write " + (target / entry.first).string() +
+                                 ": a directory of that name exists");
+    // The sidecars first (a flex16 file's .iwl, a bf16 file's .bf16): a reader that sees the
+    // .npy then always finds its sidecar.
+    for (const auto& [file, array] : results) {
+      for (const fs::path& side :
+           {flex16_sidecar_path(staging.path() / file), bf16_sidecar_path(staging.path() / file)})
+        if (fs::exists(side)) fs::rename(side, target / side.filename());
+      fs::rename(staging.path() / file, target / file);
+    }
+  } catch (...) {
+    if (created) {
+      std::error_code ignored;
+      fs::remove(target, ignored);  // only while empty
+    }
+    throw;
+  }
+}
+
+// How many of `a`'s values are NaN or infinite, and the index of the first.
+struct NonFinite {
+  std::size_t count = 0;
+  std::string first;
+};
+
+std::string index_text(const Shape& shape, std::size_t flat) {
+  std::vector<std::int64_t> index(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    const auto extent = static_cast<std::size_t>(shape[d]);
+    index[d] = static_cast<std::int64_t>(flat % extent);
+    flat /= extent;
+  }
+  std::string text = "[";
+  for (std::size_t d = 0; d < index.size(); ++d) text += (d ? ", " : "") + std::to_string(index[d]);
+  return text + "]";
+}
+
+NonFinite non_finite(const Array& a) {
+  NonFinite found;
+  if (a.dtype() != DType::f32 && a.dtype() != DType::f64 && a.dtype() != DType::bf16) return found;
+  const Array host = a.device().is_cpu() ? a : a.copy_to(Device::cpu());
+  const std::vector<float> values = host.to_floats();
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]) && found.count++ == 0) found.first = index_text(a.shape(), i);
+  return found;
+}
+
+void warn_non_finite(const std::string& what, const Array& a) {
+  const NonFinite found = non_finite(a);
+  if (found.count == 0) return;
+  std::fprintf(stderr,
+               "flexkit neuron: warning: %s holds %zu non-finite value%s (first at index %s)\n",
+               what.c_str(), found.count, found.count == 1 ? "" : "s", found.first.c_str());
 }
 
 DType parse_compute_dtype(const std::optional<std::string>& text) {
@@ -404,26 +454,48 @@ int run(const Options& o) {
   }
   const bool backward = !grads.empty();
 
-  // Read every file (on the host, converted, then moved to the device).
-  auto load = [&](const std::string& file, DType to) {
+  // Read every file (on the host, converted, then moved to the device). `what` names the
+  // argument as written, in warnings and in conversion errors (flex16 holds finite values only).
+  auto load = [&](const std::string& what, const std::string& file, DType to) {
     Array a = load_npy(file);
-    if (a.dtype() != DType::u8 || to != dtype) a = converted(a, to);
+    if (o.check_finite) warn_non_finite(what, a);
+    try {
+      if (a.dtype() != DType::u8 || to != dtype) a = converted(a, to);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(what + ": " + e.what());
+    }
     return device.is_cpu() ? a : a.copy_to(device);
   };
   NamedArrays inputs, initial_states, param_values;
   for (const auto& [role, in] : ins) {
     const auto& [name, file] = in;
+    const std::string what = "--in " + name + "=" + file;
     if (role == Role::input)
-      inputs.emplace(name, load(file, dtype));
+      inputs.emplace(name, load(what, file, dtype));
     else
-      (role == Role::state ? initial_states : param_values).emplace(name, load(file, DType::f32));
+      (role == Role::state ? initial_states : param_values)
+          .emplace(name, load(what, file, DType::f32));
   }
+  // The shapes the gradients must have, checked here to name the argument as written.
+  const Shape& seq_shape = inputs.at(neuron.inputs().front()).shape();
+  const Shape step_shape(seq_shape.begin() + (seq_shape.empty() ? 0 : 1), seq_shape.end());
   NamedArrays grad_outputs, grad_sequences, grad_finals;
-  for (const auto& [role, g] : grads) {
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const auto& [role, g] = grads[i];
+    const std::string what = "--grad " + o.grads[i].first + "=" + g.second;
+    Array a = load(what, g.second, DType::f32);
+    const bool final_state = role == GradRole::final_state;
+    const Shape& expected = final_state ? step_shape : seq_shape;
+    if (a.shape() != expected)
+      throw ShapeError(
+          what + " has shape " + shape_text(a.shape()) + ", expected " + shape_text(expected) +
+          (final_state
+               ? " (the neuron shape: --in " + neuron.inputs().front() + " without its time axis)"
+               : " (the shape of --in " + neuron.inputs().front() + ")"));
     NamedArrays& into = role == GradRole::output           ? grad_outputs
                         : role == GradRole::state_sequence ? grad_sequences
                                                            : grad_finals;
-    into.emplace(g.first, load(g.second, DType::f32));
+    into.emplace(g.first, std::move(a));
   }
 
   NeuronStorage storage;
@@ -453,10 +525,12 @@ int run(const Options& o) {
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
+  if (o.check_finite)
+    for (const auto& [file, array] : results) warn_non_finite("the result " + file, array);
   write_results(results, out_dir);
 
-  const Shape& x_shape = inputs.at(neuron.inputs().front()).shape();
-  const Shape neuron_shape(x_shape.begin() + (x_shape.empty() ? 0 : 1), x_shape.end());
+  const Shape& x_shape = seq_shape;
+  const Shape& neuron_shape = step_shape;
   const auto count = static_cast<long long>(shape_numel(neuron_shape));
   std::printf("neuron %s: T = %lld, shape %s (%lld neuron%s), device %s, dtype %.*s, %s\n",
               neuron.name().c_str(), static_cast<long long>(x_shape.empty() ? 0 : x_shape[0]),
@@ -464,7 +538,8 @@ int run(const Options& o) {
               static_cast<int>(dtype_name(dtype).size()), dtype_name(dtype).data(),
               backward ? "training forward + backward" : "inference");
   std::printf("elapsed %.3f ms (including any kernel compilation)\n", elapsed_ms);
-  std::printf("wrote %zu files to %s:", results.size(), out_dir.string().c_str());
+  std::printf("wrote %zu file%s to %s:", results.size(), results.size() == 1 ? "" : "s",
+              out_dir.string().c_str());
   for (const auto& entry : results) std::printf(" %s", entry.first.c_str());
   std::printf("\n");
   return 0;
@@ -478,21 +553,93 @@ int neuron_command(const Args& args) {
       std::fputs(kUsage, stderr);
       return 2;
     }
-    const std::string& sub = args.front();
-    if (sub == "--help" || sub == "-h" || sub == "help") {
+    if (args.front() == "help") {
       std::fputs(kUsage, stdout);
-      std::printf("\n'flexkit neuron show --help' and 'flexkit neuron run --help' say more.\n");
       return 0;
     }
-    if (sub != "show" && sub != "run")
-      throw UsageError("unknown subcommand '" + sub + "' (expected show or run)");
-    const bool is_run = sub == "run";
-    const Options o = parse_options(Args(args.begin() + 1, args.end()), is_run);
-    if (o.help) {
-      std::fputs(is_run ? kRunHelp : kShowHelp, stdout);
-      return 0;
+    CLI::App app{"", "flexkit neuron"};
+    app.formatter(std::make_shared<Formatter>());
+    app.footer(kTopFooter);
+    app.require_subcommand(1);
+    Options o;
+    std::vector<std::string> settings, ins, grads;
+    std::string out, device, dtype;
+    bool allow_nonfinite = false, check_finite = false;
+
+    CLI::App* show_app = app.add_subcommand("show", "print a neuron's source and generated code");
+    show_app->footer(kShowFooter);
+    show_app->add_option("neuron", o.neuron, "a built-in name or a neuron file")
+        ->type_name("<neuron>")
+        ->required();
+    repeatable(show_app, "--set", settings, "NAME=VALUE", kSetHelp);
+    repeatable(show_app, "--section", o.sections, "NAME",
+               "print only this section (repeatable): interface, source, forward, backward, "
+               "residuals, cuda, cpu");
+
+    CLI::App* run_app = app.add_subcommand("run", "run a neuron over .npy sequences");
+    run_app->footer(kRunFooter);
+    run_app->add_option("neuron", o.neuron, "a built-in name or a neuron file")
+        ->type_name("<neuron>")
+        ->required();
+    repeatable(run_app, "--set", settings, "NAME=VALUE", "as for `flexkit neuron show`");
+    repeatable(run_app, "--in", ins, "NAME=FILE.npy",
+               "every input sequence [T, ...] by its name (required); an initial state [...] by "
+               "the state's name (absent states start at their init value); a learnable or "
+               "per-neuron parameter's value");
+    repeatable(run_app, "--grad", grads, "NAME=FILE.npy",
+               "dL/d(output sequence) by the output's name, dL/d(state sequence) by the state's "
+               "name, dL/d(final state) as <state>_final [...]; any --grad runs the training "
+               "forward and the backward kernel");
+    run_app
+        ->add_option("--out", out,
+                     "receives <output>.npy, <state>.npy (sequences), "
+                     "<state>_final.npy and, with a backward, grad_<input>.npy, "
+                     "grad_<state>0.npy and grad_<param>.npy (learnable "
+                     "parameters). Created if absent; files appear only when the "
+                     "whole run succeeded; other files are kept")
+        ->type_name("DIR")
+        ->required();
+    auto* o_device =
+        run_app->add_option("--device", device, "cpu (default) or cuda[:N]")->type_name("D");
+    auto* o_dtype = run_app
+                        ->add_option("--dtype", dtype,
+                                     "how sequences and residuals are stored: f32 (default), "
+                                     "bf16 or flex16")
+                        ->type_name("T");
+    auto* o_check = run_app->add_flag(
+        "--check-finite", check_finite,
+        "warn on stderr (count, first index) about NaN or infinite values in each input and "
+        "each result; the run goes on (the default)");
+    run_app
+        ->add_flag("--allow-nonfinite", allow_nonfinite, "no warnings about NaN or infinite values")
+        ->excludes(o_check);
+
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    try {
+      app.parse(reversed);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);  // the help of the subcommand given, on stdout; 0
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      std::string message = e.what();
+      for (char& c : message)
+        if (c == '\n') c = ' ';
+      throw UsageError(message);
     }
-    return is_run ? run(o) : show(o);
+
+    o.settings = split_all("--set", settings);
+    if (run_app->parsed()) {
+      o.ins = split_all("--in", ins);
+      o.grads = split_all("--grad", grads);
+      if (out.empty()) throw UsageError("--out needs a value");
+      o.out = out;
+      if (*o_device) o.device = device;
+      if (*o_dtype) o.dtype = dtype;
+      o.check_finite = !allow_nonfinite;
+      return run(o);
+    }
+    return show(o);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "flexkit neuron: %s\n", e.what());
     return 2;

@@ -5,7 +5,7 @@
 //   neuron     = "neuron" IDENT "(" idents [ ";" [ idents ] ] ")" "->" outputs
 //                "{" { param | init } { assignment } "}" END ;
 //   idents     = IDENT { "," IDENT } ;                      (inputs: at least one)
-//   outputs    = IDENT | "(" idents ")" ;
+//   outputs    = idents | "(" idents ")" ;
 //   param      = [ "learnable" ] "param" IDENT [ "[" "]" ] "=" [ "+" | "-" ] NUMBER ";" ;
 //   init       = "init" IDENT "=" expr ";" ;     (a state's value before the first step)
 //   assignment = IDENT "=" expr ";" ;
@@ -23,7 +23,9 @@
 // FUNCTION (arity): abs sqr sqrt exp exp2 log log2 sig sig2 tanh tanh2 reciprocal floor ceil
 // sign (1); pow maximum minimum (2); clip where (3). SURROGATE (default α): sigmoid (4), atan (2),
 // piecewise_quadratic (1), piecewise_exp (1), soft_sign (2), super_spike (1), erf (2).
-// Keywords `neuron`, `param`, `learnable` and `init` cannot name values.
+// Keywords `neuron`, `param`, `learnable` and `init` cannot name values. There is no `**`,
+// `?:`, `&&` or `||`: write pow(x, 2), where(c, a, b), and combine conditions with where or by
+// multiplying their 0/1 values.
 //
 // A number must be followed by neither a letter, a digit nor '.' ("12abc", "1.2.3" are errors),
 // and must be representable as a finite, non-underflowing double.
@@ -85,5 +87,10 @@ snn::NeuronSpec with_parameter(snn::NeuronSpec spec, std::string_view name, doub
 // Built-in neurons (if, lif, plif, alif, izhikevich, eif, qif), written in the language.
 std::string_view builtin_neuron_source(std::string_view name);
 std::vector<std::string> builtin_neuron_names();
+
+// Throws ValueError when `value` lies outside the domain of parameter `param` of built-in neuron
+// `neuron`, stating the domain, e.g. "neuron lif: tau must be > 0 (got -3)". Parameters of other
+// neurons, and names a built-in lacks, pass.
+void check_builtin_parameter(std::string_view neuron, std::string_view param, double value);
 
 }  // namespace flexkit

@@ -138,8 +138,9 @@ Array Array::empty(const Shape& shape, DType dtype, Device device) {
   check_shape(shape, "empty");
   check_device(dtype, device, "empty");
   std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * itemsize(dtype);
-  return Array(detail::Storage::allocate(bytes, device), dtype, shape, contiguous_strides(shape), 0,
-               true);
+  return Array(
+      detail::Storage::allocate(bytes, device, cat(dtype_name(dtype), " ", shape_str(shape))),
+      dtype, shape, contiguous_strides(shape), 0, true);
 }
 
 Array Array::zeros(const Shape& shape, DType dtype, Device device) {

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -49,13 +51,29 @@ ElementType element_type(const std::string& d, const detail::NpyHeaderErrors& er
   else
     throw FormatError(cat("load_npy: ", path.string(), ": dtype '", d,
                           "' is not supported; expected float32 (<f4), float64 (<f8), uint8 "
-                          "(|u1), int32 (<i4), int16 (<i2, flex16 mantissas) or uint16 (<u2, "
-                          "bf16 bits)"));
+                          "(|u1), int32 (<i4), int16 (<i2, flex16 mantissas with a .iwl sidecar) "
+                          "or uint16 (<u2, bf16 bits with a .bf16 sidecar)"));
   return t;
 }
 
 void byteswap(char* data, std::size_t count, std::size_t size) {
   for (std::size_t i = 0; i < count; ++i) std::reverse(data + i * size, data + (i + 1) * size);
+}
+
+// The reason the last failed call gave, as ": <reason>", or nothing when it left none.
+std::string errno_reason(int error) {
+  if (error == 0) return "";
+  return cat(": ", std::strerror(error));
+}
+
+// '<u2' is both NumPy's uint16 and the raw bits of a bf16 array saved by flexkit; the sidecar
+// that save_npy writes next to a bf16 file tells the two apart.
+void check_bf16_sidecar(const std::filesystem::path& npy_path, const std::string& descr) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(bf16_sidecar_path(npy_path), ec)) return;
+  throw FormatError(cat("load_npy: ", npy_path.string(), " holds uint16 values ('", descr,
+                        "'); flexkit has no uint16 dtype (convert to int32 or float32 in NumPy); "
+                        "a bf16 array saved by flexkit has a .bf16 sidecar next to it"));
 }
 
 int read_sidecar_iwl(const std::filesystem::path& npy_path) {
@@ -80,8 +98,13 @@ void write_atomically(const std::filesystem::path& path, const std::string& head
   auto tmp = path;
   tmp += cat(".tmp.", ::getpid());
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw IoError(cat("save_npy: cannot open ", tmp.string(), " for writing"));
+    if (!out) {
+      const int error = errno;
+      throw IoError(
+          cat("save_npy: cannot open ", tmp.string(), " for writing", errno_reason(error)));
+    }
     out.write(head.data(), static_cast<std::streamsize>(head.size()));
     if (bytes) out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
     out.flush();
@@ -108,12 +131,22 @@ std::filesystem::path flex16_sidecar_path(const std::filesystem::path& npy_path)
   return p;
 }
 
+std::filesystem::path bf16_sidecar_path(const std::filesystem::path& npy_path) {
+  auto p = npy_path;
+  p += ".bf16";
+  return p;
+}
+
 Array load_npy(const std::filesystem::path& path, Device device) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw IoError(cat("load_npy: ", path.string(), " is a directory, not a .npy file"));
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(cat("load_npy: cannot open ", path.string()));
+  if (!in) {
+    const int error = errno;
+    throw IoError(cat("load_npy: cannot open ", path.string(), errno_reason(error)));
+  }
   std::string bytes;
   try {
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -143,10 +176,15 @@ Array load_npy(const std::filesystem::path& path, Device device) {
   if (bytes.size() < header_start + header_len)
     throw FormatError(cat("load_npy: ", path.string(), " is truncated inside its header"));
   const std::string_view header_text = std::string_view(bytes).substr(header_start, header_len);
+  // Syntax errors quote the dict, without the padding after it.
+  std::string_view dict = header_text;
+  while (!dict.empty() && std::isspace(static_cast<unsigned char>(dict.back())))
+    dict.remove_suffix(1);
   const detail::NpyHeaderErrors errors{cat("load_npy: ", path.string(), ": bad header"),
-                                       cat(": ", header_text)};
+                                       cat(": ", dict)};
   const detail::NpyHeader h = detail::parse_npy_header(header_text, errors);
   const auto [byte_order, dtype] = element_type(h.descr, errors, path);
+  if (dtype == DType::bf16) check_bf16_sidecar(path, h.descr);
   if (h.shape.size() > static_cast<std::size_t>(kMaxRank))
     throw ShapeError(cat("load_npy: ", path.string(), " has shape ", shape_str(h.shape),
                          " of rank ", h.shape.size(), "; at most ", kMaxRank, " is supported"));
@@ -194,6 +232,7 @@ void save_npy(const std::filesystem::path& path, const Array& array) {
     iwl_text << array.iwl() << "\n";
     write_atomically(flex16_sidecar_path(path), iwl_text.str(), nullptr, 0);
   }
+  if (array.dtype() == DType::bf16) write_atomically(bf16_sidecar_path(path), "bf16\n", nullptr, 0);
   write_atomically(path, head, host.data(), host.nbytes());
 }
 

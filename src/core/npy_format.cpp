@@ -59,7 +59,9 @@ class HeaderParser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& why) const { errors_.fail(why); }
+  [[noreturn]] void fail(const std::string& why, bool with_suffix = true) const {
+    errors_.fail(why, with_suffix);
+  }
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
   void skip_space() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
@@ -89,13 +91,17 @@ class HeaderParser {
         return shape;
       }
       std::size_t start = pos_;
+      const bool negative = peek() == '-';
+      if (negative) ++pos_;
+      const std::size_t digits_start = pos_;
       while (std::isdigit(static_cast<unsigned char>(peek()))) ++pos_;
-      if (start == pos_) fail(cat("expected a dimension at offset ", pos_));
-      std::int64_t extent = 0;
+      if (digits_start == pos_) fail(cat("expected a dimension at offset ", start));
       auto digits = text_.substr(start, pos_ - start);
+      if (negative) fail(cat("dimension ", shape.size(), " is negative: ", digits), false);
+      std::int64_t extent = 0;
       auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), extent);
       if (ec != std::errc() || end != digits.data() + digits.size())
-        fail(cat("dimension ", digits, " does not fit in 64 bits"));
+        fail(cat("dimension ", shape.size(), " does not fit in 64 bits: ", digits), false);
       shape.push_back(extent);
       skip_space();
       if (peek() == 'L') ++pos_;  // Python 2 longs in old files
@@ -111,8 +117,8 @@ class HeaderParser {
 
 }  // namespace
 
-void NpyHeaderErrors::fail(const std::string& why) const {
-  throw FormatError(cat(prefix, " (", why, ")", suffix));
+void NpyHeaderErrors::fail(const std::string& why, bool with_suffix) const {
+  throw FormatError(cat(prefix, " (", why, ")", with_suffix ? suffix : std::string()));
 }
 
 NpyHeader parse_npy_header(std::string_view text, const NpyHeaderErrors& errors) {

@@ -19,12 +19,13 @@ struct NpyHeader {
 };
 
 // How a reader reports a bad header: a FormatError reading prefix + " (" + why + ")" + suffix, so
-// each reader keeps its own wording around the reason.
+// each reader keeps its own wording around the reason. A reason that quotes the offending value
+// itself (a bad dimension) leaves the suffix out: with_suffix false.
 struct NpyHeaderErrors {
   std::string prefix;
   std::string suffix;
 
-  [[noreturn]] void fail(const std::string& why) const;
+  [[noreturn]] void fail(const std::string& why, bool with_suffix = true) const;
 };
 
 // Parses the header text (the dict, without the preamble before it). The descr is returned as

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <string_view>
 
 #include "flexkit/array.hpp"
 #include "flexkit/device.hpp"
@@ -20,8 +21,11 @@ class PendingFlex16Stats {
 
 class Storage {
  public:
-  // Throws OutOfMemoryError / CudaError / DeviceError; never returns a half-made storage.
-  static std::shared_ptr<Storage> allocate(std::size_t bytes, Device device);
+  // Throws OutOfMemoryError / CudaError / DeviceError; never returns a half-made storage. `what`
+  // names the request in an out-of-memory message (e.g. "f32 (2, 3)"). A host request larger than
+  // memory and swap together is refused at once.
+  static std::shared_ptr<Storage> allocate(std::size_t bytes, Device device,
+                                           std::string_view what = {});
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

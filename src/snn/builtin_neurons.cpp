@@ -3,6 +3,8 @@
 // where(), so one text covers them all: decay_input, soft_reset (what SpikingJelly spells
 // v_reset=None; the charge then uses v_reset = 0) and detach_reset.
 #include <array>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -161,7 +163,52 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kBuiltins
     {"qif", kQif},
 }};
 
+// Parameters that divide (time constants, the exponential's slope): > 0.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kPositive = {{
+    {"lif", "tau"},
+    {"alif", "tau"},
+    {"alif", "tau_a"},
+    {"izhikevich", "tau"},
+    {"izhikevich", "tau_w"},
+    {"eif", "tau"},
+    {"eif", "delta_T"},
+    {"qif", "tau"},
+}};
+
+// The 1/0 switches read with where().
+constexpr std::array<std::string_view, 3> kFlags = {"decay_input", "soft_reset", "detach_reset"};
+
+bool is_builtin(std::string_view name) {
+  for (const auto& entry : kBuiltins)
+    if (entry.first == name) return true;
+  return false;
+}
+
+bool has_parameter(std::string_view neuron, std::string_view param) {
+  const std::string needle = detail::cat("param ", param, " = ");
+  return builtin_neuron_source(neuron).find(needle) != std::string_view::npos;
+}
+
+std::string number(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return text;
+}
+
 }  // namespace
+
+void check_builtin_parameter(std::string_view neuron, std::string_view param, double value) {
+  if (!is_builtin(neuron) || !has_parameter(neuron, param)) return;
+  auto fail = [&](std::string_view domain) {
+    throw ValueError(detail::cat("neuron ", neuron, ": ", param, " must be ", domain, " (got ",
+                                 number(value), ")"));
+  };
+  if (!std::isfinite(value)) fail("finite");
+  for (std::string_view flag : kFlags)
+    if (flag == param && value != 0.0 && value != 1.0) fail("0 or 1");
+  for (const auto& [builtin, positive] : kPositive)
+    if (builtin == neuron && positive == param && !(value > 0.0)) fail("> 0");
+}
 
 std::string_view builtin_neuron_source(std::string_view name) {
   for (const auto& [builtin, source] : kBuiltins)

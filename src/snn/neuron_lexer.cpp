@@ -218,8 +218,16 @@ Tokens tokenize(std::string_view text, const ErrorContext& context) {
           token.kind = TokenKind::kPlus;
           break;
         case '*':
+          if (next == '*') return reject(token, "'**' is not an operator; write pow(x, 2)");
           token.kind = TokenKind::kStar;
           break;
+        case '?':
+          return reject(token, "'?:' is not an operator; write where(a, b, c)");
+        case '&':
+        case '|':
+          return reject(token, detail::cat("'", text.substr(start, next == c ? 2 : 1),
+                                           "' is not an operator; combine conditions with "
+                                           "where(...) or multiply 0/1 comparisons"));
         case '/':
           token.kind = TokenKind::kSlash;
           break;

@@ -93,6 +93,7 @@ class Parser {
       expect(TokenKind::kRParen, "')' after the outputs");
     } else {
       declare(spec_.outputs, Binding::kOutput, "an output name or '('");
+      while (accept(TokenKind::kComma)) declare(spec_.outputs, Binding::kOutput, "an output name");
     }
     expect(TokenKind::kLBrace, "'{' before the body");
 

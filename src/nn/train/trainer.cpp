@@ -178,7 +178,17 @@ OptimizerOptions ResolvedConfig::optimizer_options() const {
 
 Neuron ResolvedConfig::build_neuron() const {
   Neuron n = Neuron::named_or_file(neuron);
-  for (const auto& [k, v] : neuron_settings) n = n.with_setting(k, v);
+  for (const auto& [k, v] : neuron_settings) {
+    try {
+      n = n.with_setting(k, v);
+      // A built-in's parameters have domains (tau > 0, ...): out of them it trains on NaN.
+      if (neuron.find('/') == std::string::npos)
+        for (const NeuronParamInfo& p : n.params())
+          check_builtin_parameter(neuron, p.name, p.value);
+    } catch (const std::invalid_argument& e) {
+      throw ValueError(cat("--set ", k, "=", v, ": ", e.what()));
+    }
+  }
   return n;
 }
 
