@@ -59,8 +59,8 @@ def numpy_forward(weights, model, images):
             assert layer["neuron"] == "lif", layer["neuron"]
             p = {k: v["value"] for k, v in layer["parameters"].items()}
             cur = np.broadcast_to(x, (T,) + x.shape) if seq is None else seq
-            self_check = p["decay_input"] == 1 and p["soft_reset"] == 0
-            assert self_check, p
+            # This reference implements LIF with decay_input and hard reset only.
+            assert p["decay_input"] == 1 and p["soft_reset"] == 0, p
             v = np.full(cur.shape[1:], layer["initial_states"]["v"])
             out = []
             for t in range(T):

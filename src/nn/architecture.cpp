@@ -94,7 +94,7 @@ std::vector<LayerSpec> tokenize(std::string_view text) {
 class ArgReader {
  public:
   ArgReader(std::string_view text, const LayerSpec& spec, std::vector<std::string> names)
-      : text_(text), spec_(spec), names_(std::move(names)), used_(spec.args.size(), false) {
+      : text_(text), spec_(spec), names_(std::move(names)) {
     std::size_t positional = 0;
     for (std::size_t a = 0; a < spec.args.size(); ++a) {
       const Argument& arg = spec.args[a];
@@ -168,7 +168,6 @@ class ArgReader {
   std::string_view text_;
   const LayerSpec& spec_;
   std::vector<std::string> names_;
-  std::vector<bool> used_;
   std::vector<std::pair<std::string, std::size_t>> slot_;
 };
 

@@ -3,8 +3,9 @@
 //
 // Convolutions over batch-innermost (C, H, W, B) arrays with filters (C, R, S, K): f32 on CUDA
 // runs lowered onto the matrix product (the input's taps gathered once into a column matrix by
-// fused copies, then one cuBLAS product per direction), which is several times faster there
-// than the direct f32 kernels; everything else runs through the ConvPlan.
+// fused copies, then one cuBLAS product per direction): chosen by arithmetic, the direct f32
+// kernels being exact-order scalar loops where cuBLAS SGEMM runs at 51 TFLOP/s on the H200
+// (bench/RESULTS.md); everything else runs through the ConvPlan.
 #pragma once
 #include "flexkit/array.hpp"
 #include "flexkit/conv.hpp"
