@@ -46,14 +46,16 @@ ctest --test-dir "$build" -L cpu ${TESTS:+-R "$TESTS"} --output-on-failure 2>&1 
 
 step "benchmarks"
 # BENCHES picks a subset (e.g. BENCHES="bench_neuron torch_lif"; BENCHES="" runs none); all by default.
-benches=${BENCHES-"bench_copy bench_expr torch_peers bench_cpu_expr bench_neuron torch_lif bench_gemm bench_conv torch_conv bench_shallow_traffic bench_deep_k_traffic"}
+benches=${BENCHES-"bench_copy bench_expr torch_peers bench_cpu_expr bench_neuron torch_lif torch_lif_module bench_gemm bench_conv torch_conv bench_shallow_traffic bench_deep_k_traffic"}
 # bench_conv writes its rates here and torch_conv merges them into its table; a file left from
 # an earlier run must not stand in for this one's.
 export CONV_CSV="$logs/conv.csv"
 rm -f "$CONV_CSV"
 for b in $benches; do
   case $b in
-    torch_*) PYTHONUNBUFFERED=1 python3 "bench/$b.py" 2>&1 | tee "$logs/$b.md" || status=1 ;;
+    # The Python benchmarks import the package built in the build tree (flexkit.torch).
+    torch_*) PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
+               python3 "bench/$b.py" 2>&1 | tee "$logs/$b.md" || status=1 ;;
     train_csnn)
       # The csnn preset in f32 on the GPU: the epoch lines, then one table row from the summary.
       "$build/apps/flexkit/flexkit" train --model csnn --device cuda --epochs "${CSNN_EPOCHS:-1}" \

@@ -74,6 +74,16 @@ class Array {
   static Array from_flex16(std::span<const std::int16_t> mantissas, int iwl, const Shape& shape,
                            Device device = Device::cpu());
 
+  // Memory another library owns (a NumPy array, a PyTorch or CuPy tensor), viewed without a
+  // copy: `data` is element [0, 0, ...], strides are in elements (any sign, 0 allowed) and
+  // `owner` is held until the last view of the result goes, then released (the memory is
+  // never freed by flexkit). flex16 views start at `iwl`. Throws ShapeError (rank, negative
+  // extents, strides of the wrong length), DTypeError (f64 on CUDA), ValueError (a null
+  // pointer for a non-empty array).
+  static Array from_external(void* data, DType dtype, const Shape& shape, const Strides& strides,
+                             Device device, std::shared_ptr<void> owner, bool writable = true,
+                             int iwl = 0);
+
   // ---- host data out (row-major order of this view) ----------------------------------------
   // T must be the dtype's element type (int16_t for flex16 mantissas, BF16 for bf16).
   template <class Element>

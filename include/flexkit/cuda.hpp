@@ -53,6 +53,8 @@ class Stream {
 class StreamGuard {
  public:
   explicit StreamGuard(const Stream& stream);
+  // A stream another library made (a cudaStream_t, e.g. PyTorch's current stream) on `device`.
+  StreamGuard(int device, void* stream_handle);
   ~StreamGuard();
   StreamGuard(const StreamGuard&) = delete;
   StreamGuard& operator=(const StreamGuard&) = delete;

@@ -50,6 +50,9 @@ void Stream::synchronize() const {
 StreamGuard::StreamGuard(const Stream&) : device_(0), previous_(nullptr) {
   unavailable("StreamGuard");
 }
+StreamGuard::StreamGuard(int, void*) : device_(0), previous_(nullptr) {
+  unavailable("StreamGuard");
+}
 StreamGuard::~StreamGuard() = default;
 void* current_stream(int) {
   unavailable("current_stream");

@@ -143,6 +143,31 @@ Array Array::empty(const Shape& shape, DType dtype, Device device) {
       dtype, shape, contiguous_strides(shape), 0, true);
 }
 
+Array Array::from_external(void* data, DType dtype, const Shape& shape, const Strides& strides,
+                           Device device, std::shared_ptr<void> owner, bool writable, int iwl) {
+  check_shape(shape, "from_external");
+  check_device(dtype, device, "from_external");
+  if (strides.size() != shape.size())
+    throw ShapeError(
+        cat("from_external: ", strides.size(), " strides for shape ", shape_str(shape)));
+  if (dtype == DType::flex16) check_iwl(iwl, "from_external");
+  // The storage starts at the lowest address the view touches, so that negative strides
+  // (a reversed view) give a non-negative offset as every flexkit view has.
+  const auto item = static_cast<std::int64_t>(itemsize(dtype));
+  std::int64_t low = 0, high = 0;
+  const bool empty = shape_numel(shape) == 0;
+  for (std::size_t i = 0; i < shape.size() && !empty; ++i) {
+    const std::int64_t reach = strides[i] * (shape[i] - 1);
+    (reach < 0 ? low : high) += reach;
+  }
+  if (!data && !empty) throw ValueError("from_external: a null pointer for a non-empty array");
+  auto* base = static_cast<unsigned char*>(data) + low * item;
+  const auto bytes = empty ? 0 : static_cast<std::size_t>((high - low + 1) * item);
+  auto storage = detail::Storage::wrap(base, bytes, device, std::move(owner));
+  storage->iwl = iwl;
+  return Array(std::move(storage), dtype, shape, strides, -low, writable);
+}
+
 Array Array::zeros(const Shape& shape, DType dtype, Device device) {
   return full(shape, 0.0, dtype, device);
 }

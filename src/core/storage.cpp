@@ -86,7 +86,15 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t bytes, Device device,
   }
 }
 
+std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, Device device,
+                                       std::shared_ptr<void> owner) {
+  auto storage = std::shared_ptr<Storage>(new Storage(data, bytes, device));
+  storage->external_owner_ = std::move(owner);
+  return storage;
+}
+
 Storage::~Storage() {
+  if (external_owner_) return;  // the owner's destructor releases the memory
   if (!data_) return;
   if (device_.is_cpu())
     std::free(data_);

@@ -26,6 +26,10 @@ class Storage {
   // memory and swap together is refused at once.
   static std::shared_ptr<Storage> allocate(std::size_t bytes, Device device,
                                            std::string_view what = {});
+  // Memory flexkit does not own (another library's tensor): `owner` keeps it alive and is
+  // released when the last view goes; nothing is freed here.
+  static std::shared_ptr<Storage> wrap(void* data, std::size_t bytes, Device device,
+                                       std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -60,6 +64,7 @@ class Storage {
   void* data_;
   std::size_t bytes_;
   Device device_;
+  std::shared_ptr<void> external_owner_;
 };
 
 }  // namespace flexkit::detail

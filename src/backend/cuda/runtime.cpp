@@ -121,6 +121,12 @@ StreamGuard::StreamGuard(const Stream& stream)
   t_current_stream[device_] = stream.handle();
 }
 
+StreamGuard::StreamGuard(int device, void* stream_handle) : device_(device), previous_(nullptr) {
+  require_device(device, "StreamGuard");
+  previous_ = t_current_stream[device];
+  t_current_stream[device] = stream_handle;
+}
+
 StreamGuard::~StreamGuard() {
   t_current_stream[device_] = previous_;
 }
