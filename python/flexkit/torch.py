@@ -95,7 +95,9 @@ class _MultiStep(_torch.autograd.Function):
     def backward(ctx, *grads):
         neuron = ctx.neuron
         if ctx.residuals is None:
-            raise RuntimeError("flexkit.torch: backward of a call made without gradients")
+            raise RuntimeError("flexkit.torch: this call's residuals were already used by a "
+                               "backward (a second backward through the same call needs the "
+                               "forward again)")
         n_out = len(neuron.outputs)
         grad_outputs = {name: _view(g.contiguous()) for name, g in zip(neuron.outputs, grads[:n_out])
                         if g is not None}

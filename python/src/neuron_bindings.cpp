@@ -306,7 +306,13 @@ void bind_neuron(nb::module_& m) {
           "The backward kernel over a training_forward's residuals: gradients by name of the\n"
           "output sequences (an array for a one-output neuron), of state sequences and of final\n"
           "states (absent ones are zero). Returns NeuronGradients.")
-      .def("__repr__", [](const Neuron& n) { return "flexkit.Neuron('" + n.name() + "')"; });
+      .def("__repr__", [](const Neuron& n) { return "flexkit.Neuron('" + n.name() + "')"; })
+      // Pickled as its canonical source, which holds every bound value: copy.deepcopy and
+      // torch.save of a module holding a neuron work.
+      .def("__getstate__", [](const Neuron& n) { return n.source(); })
+      .def("__setstate__", [](Neuron* n, const std::string& source) {
+        new (n) Neuron(Neuron::parse(source, "<pickle>"));
+      });
 }
 
 }  // namespace flexkit::python

@@ -316,9 +316,10 @@ def ref_bptt(ref, x, init, grad_s, grad_seq, grad_final):
 
 
 def sample(rng, name, ref, init_mode, shape=SHAPE, steps=T):
-    """Inputs and initial states whose reference run keeps every |h - threshold| above
-    SPIKE_MARGIN (redrawn otherwise), so that spikes are decided alike in float32."""
-    lo, hi = X_RANGE[name]
+    """Inputs (uniform in X_RANGE[name] or the given (lo, hi)) and initial states whose
+    reference run keeps every |h - threshold| above SPIKE_MARGIN (redrawn otherwise), so that
+    spikes are decided alike in float32."""
+    lo, hi = X_RANGE[name] if isinstance(name, str) else name
     zero = {k: np.zeros(shape) for k in ref.STATES}
     for _ in range(200):
         x = rng.uniform(lo, hi, size=(steps, *shape)).astype(np.float32)
@@ -363,8 +364,18 @@ EXTRA_VARIANTS = {
     "eif": [{"delta_T": 0.5, "theta_rh": 0.6, "tau": 3.0}],
     "qif": [{"a0": 0.7, "v_c": 0.5, "v_rest": -0.1}],
 }
-CASES = [pytest.param(name, settings, id=f"{name}-{'-'.join(f'{k}={v}' for k, v in settings.items()) or 'default'}")
-         for name in REFS for settings in COMMON_VARIANTS + EXTRA_VARIANTS[name]]
+
+
+def _case_id(name, settings):
+    return "-".join([name] + [f"{k}={v}" for k, v in settings.items()] or ["default"])
+
+
+# Initial states: none given, all given (and plif's w as a params array, inputs as a dict),
+# or only the last state of a two-state neuron.
+INIT_CASES = [pytest.param(name, settings, mode, id=f"{_case_id(name, settings)}-{mode}")
+              for name in REFS for settings in COMMON_VARIANTS + EXTRA_VARIANTS[name]
+              for mode in ("default", "explicit", "partial")
+              if mode != "partial" or len(REFS[name].STATES) > 1]
 
 
 def _run_case(name, settings, init_mode, device, rng, all_grads=True):
@@ -395,14 +406,10 @@ def _run_case(name, settings, init_mode, device, rng, all_grads=True):
     return ref, neuron, x, expected, f, g
 
 
-@pytest.mark.parametrize("init_mode", ["default", "explicit", "partial"])
-@pytest.mark.parametrize("name, settings", CASES)
+@pytest.mark.parametrize("name, settings, init_mode", INIT_CASES)
 def test_builtin_matches_reference(name, settings, init_mode, device, rng):
     """Spikes (exactly), state sequences, final states and the gradients of x, the initial
     states and learnable parameters agree with the float64 reference BPTT."""
-    ref = REFS[name](**settings)
-    if init_mode == "partial" and len(ref.STATES) < 2:
-        pytest.skip("one state: 'partial' is 'explicit'")
     ref, neuron, x, expected, f, g = _run_case(name, settings, init_mode, device, rng)
 
     spikes = f.outputs["s"].numpy()
@@ -439,8 +446,9 @@ def test_builtin_output_gradient_only(name, device, rng):
                                    atol=ATOL * x.size)
 
 
-@pytest.mark.parametrize("surrogate", ["sigmoid", "sigmoid(2.5)", "atan(3)", "piecewise_quadratic(0.8)",
-                                       "piecewise_exp(2)", "soft_sign", "super_spike(1.5)", "erf(1.5)"])
+@pytest.mark.parametrize("surrogate", ["sigmoid", "sigmoid(2.5)", "atan(3)",
+                                       "piecewise_quadratic(0.8)", "piecewise_exp(2)", "soft_sign",
+                                       "super_spike(1.5)", "erf(1.5)"])
 def test_lif_surrogates(surrogate, device, rng):
     """Each surrogate's derivative (with its default or a given alpha) is the one backward uses."""
     ref, neuron, x, expected, f, g = _run_case("lif", {"surrogate": surrogate}, "explicit",
@@ -549,6 +557,79 @@ def test_storage_dtypes(device, rng):
     assert not np.allclose(expected["dx"], 0)
 
 
+def test_spike_at_threshold(device):
+    """h exactly at the threshold fires (spike(z) is 1 for z >= 0), just below does not."""
+    below = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
+    for name, x in (("if", [1.0, below]), ("lif", [2.0, 2.0 * below])):
+        ref = REFS[name]()
+        xs = np.array([x], np.float32)  # T = 1, two neurons; h = x (if), x / 2 (lif)
+        expected, _, cache = ref.step(xs[0].astype(np.float64), {"v": np.zeros(2)})
+        np.testing.assert_array_equal(cache["z"] == 0, [True, False])
+        got = fk.Neuron.builtin(name).forward("inference", fk.array(xs, device=device))
+        np.testing.assert_array_equal(got.outputs["s"].numpy()[0], expected)
+
+
+def test_zero_steps(device, rng):
+    """T = 0: empty outputs, the final states are the initial ones and their gradients pass
+    straight through to the initial states."""
+    neuron = fk.Neuron.builtin("alif")
+    v0 = rng.uniform(-0.3, 0.9, SHAPE).astype(np.float32)
+    gv = rng.standard_normal(SHAPE).astype(np.float32)
+    on = lambda a: fk.array(a, device=device)  # noqa: E731
+    f = neuron.forward("training_forward", on(np.zeros((0, *SHAPE), np.float32)), {"v": on(v0)})
+    assert f.outputs["s"].numpy().shape == (0, *SHAPE)
+    np.testing.assert_array_equal(f.final_states["v"].numpy(), v0)
+    np.testing.assert_array_equal(f.final_states["a"].numpy(), np.zeros(SHAPE))
+    g = neuron.backward(f.residuals, on(np.zeros((0, *SHAPE), np.float32)), None, {"v": on(gv)})
+    assert g.inputs["x"].numpy().shape == (0, *SHAPE)
+    np.testing.assert_array_equal(g.initial_states["v"].numpy(), gv)
+    np.testing.assert_array_equal(g.initial_states["a"].numpy(), np.zeros(SHAPE))
+
+
+def test_input_layouts_and_residual_reuse(rng):
+    """A float64 or strided NumPy input gives the reference's results as a contiguous float32
+    one does, and one set of residuals can be used by two backward calls alike."""
+    ref = RefLIF(v_reset=None)
+    neuron = fk.Neuron.builtin("lif", v_reset=None)
+    x, _, full = sample(rng, "lif", ref, "default")
+    grad_s = rng.standard_normal(x.shape).astype(np.float32)
+    expected = ref_bptt(ref, x.astype(np.float64), full, grad_s.astype(np.float64), {}, {})
+    strided = np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
+    assert not strided.flags.c_contiguous
+    for given in (x.astype(np.float64), strided):
+        f = neuron.forward("training_forward", given)
+        np.testing.assert_array_equal(f.outputs["s"].numpy(), expected["s"])
+        _close(f.final_states["v"].numpy(), expected["finals"]["v"], "final v")
+        first = neuron.backward(f.residuals, grad_s).inputs["x"].numpy()
+        again = neuron.backward(f.residuals, grad_s).inputs["x"].numpy()
+        _close(first, expected["dx"], "dL/dx")
+        np.testing.assert_array_equal(again, first)
+
+
+@pytest.mark.parametrize("residual_dtype", ["bf16", "flex16"])
+def test_sixteen_bit_storage(residual_dtype, device, rng):
+    """bf16 sequences hold the spikes exactly and the states to bf16 precision; 16-bit
+    residuals give gradients close to the reference."""
+    ref = RefALIF(v_reset=None)
+    neuron = fk.Neuron.builtin("alif", v_reset=None)
+    x, _, full = sample(rng, "alif", ref, "default")
+    grad_s = rng.standard_normal(x.shape).astype(np.float32)
+    expected = ref_bptt(ref, x.astype(np.float64), full, grad_s.astype(np.float64), {}, {})
+    storage = {"sequence_dtype": "bf16", "spike_dtype": "bf16", "residual_dtype": residual_dtype,
+               "keep_state_sequences": True}
+    f = neuron.forward("training_forward", fk.array(x, device=device), storage=storage)
+    assert f.outputs["s"].dtype == "bf16" and f.state_sequences["v"].dtype == "bf16"
+    np.testing.assert_array_equal(f.outputs["s"].numpy().astype(np.float64), expected["s"])
+    for k in ref.STATES:
+        np.testing.assert_allclose(f.state_sequences[k].numpy().astype(np.float64),
+                                   expected["seqs"][k], rtol=1e-2, atol=1e-2)
+        _close(f.final_states[k].numpy(), expected["finals"][k], f"final {k} (f32)")
+    g = neuron.backward(f.residuals, fk.array(grad_s, device=device))
+    scale = np.abs(expected["dx"]).max()
+    np.testing.assert_allclose(g.inputs["x"].numpy(), expected["dx"], rtol=3e-2,
+                               atol=3e-2 * scale)
+
+
 CUSTOM = """# a leaky neuron with a soft, detached reset
 neuron leaky(x; v) -> s {
   param beta = 0.6;
@@ -579,11 +660,7 @@ def test_from_file(tmp_path, device, rng):
     assert neuron.name == "leaky" and neuron.states == ["v"]
     assert fk.Neuron.parse(neuron.source).source == neuron.source
     ref = RefLeaky(0.8)
-    X_RANGE["leaky"] = (-0.3, 1.0)
-    try:
-        x, _, full = sample(rng, "leaky", ref, "default")
-    finally:
-        del X_RANGE["leaky"]
+    x, _, full = sample(rng, (-0.3, 1.0), ref, "default")
     grad_s = rng.standard_normal(x.shape).astype(np.float32)
     expected = ref_bptt(ref, x.astype(np.float64), full, grad_s.astype(np.float64), {}, {})
     f = neuron.forward("training_forward", fk.array(x, device=device))
@@ -655,3 +732,12 @@ def test_residuals_of_another_neuron():
     f = fk.Neuron.builtin("lif", tau=2.0).forward("training_forward", x)
     with pytest.raises(ValueError, match="residuals"):
         fk.Neuron.builtin("lif", tau=3.0).backward(f.residuals, x)
+
+
+def test_settings_outside_their_domain_are_refused():
+    """A time constant of 0 or below would divide by zero in every step: refused at once."""
+    for name, setting in [("lif", "tau"), ("alif", "tau_a"), ("eif", "delta_T")]:
+        with pytest.raises(ValueError, match=setting):
+            fk.Neuron.builtin(name, **{setting: 0.0})
+        with pytest.raises(ValueError, match=setting):
+            fk.Neuron.builtin(name).with_settings(**{setting: -1.0})

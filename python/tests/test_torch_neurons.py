@@ -139,7 +139,6 @@ def make_pair(kind, settings, device):
     surrogate = settings.pop("surrogate", "sigmoid(4)")
     name, alpha = surrogate[:-1].split("(")
     if kind == "if":
-        settings.pop("tau", None)
         node = fk.torch.IFNode(surrogate=surrogate, **settings)
     elif kind == "lif":
         node = fk.torch.LIFNode(surrogate=surrogate, **settings)
@@ -232,6 +231,30 @@ def test_plif_w_value_is_used(device, gen):
 def _ref_spikes(make_ref, x):
     with torch.no_grad():
         return make_ref()(x.detach().double().cpu()).numpy()
+
+
+def test_state_gradient_and_no_grad_call(device, gen):
+    """A call under no_grad still carries v (no residuals kept); a loss that reads the final
+    node.v as well as the spikes sends the final-state gradient back through the call."""
+    node, make_ref, _ = make_pair("lif", {"v_reset": None}, device)
+    x1, x2 = inputs_away_from_threshold(gen, make_ref, 2, -0.5, 3.0, device)
+    gs = draw(gen, x2.shape, -1.0, 1.0, device)
+    gv = draw(gen, SHAPE, -1.0, 1.0, device)
+    with torch.no_grad():
+        s1 = node(x1)
+    assert not s1.requires_grad and not node.v.requires_grad
+    x2.requires_grad_(True)
+    s2 = node(x2)
+    ((s2 * gs).sum() + (node.v * gv).sum()).backward()
+    ref = make_ref()
+    with torch.no_grad():
+        rs1 = ref(x1.double().cpu())
+    r2 = x2.detach().double().cpu().requires_grad_(True)
+    rs2 = ref(r2)
+    ((rs2 * gs.double().cpu()).sum() + (ref.v * gv.double().cpu()).sum()).backward()
+    np.testing.assert_array_equal(s1.cpu().numpy(), rs1.numpy())
+    np.testing.assert_array_equal(s2.detach().cpu().numpy(), rs2.detach().numpy())
+    close(x2.grad, r2.grad, "x2.grad with a final-state gradient")
 
 
 def test_detach_cuts_the_graph(device, gen):
@@ -459,3 +482,24 @@ def test_not_a_tensor():
     """A NumPy array is not taken as a module input."""
     with pytest.raises(TypeError, match="torch.Tensor"):
         fk.torch.LIFNode()(np.ones((T, 3), np.float32))
+
+
+def test_modules_copy_and_save_whole(gen):
+    """A module holding a neuron deep-copies and round-trips through torch.save with its
+    bound settings (the neuron pickles as its source)."""
+    import copy
+    import io
+
+    node = fk.torch.LIFNode(tau=3.0, v_reset=None, surrogate="atan(2)")
+    x = torch.rand((5, 2, 3), generator=gen) * 2
+    expected = node(x)
+    clone = copy.deepcopy(node)
+    clone.reset()
+    torch.testing.assert_close(clone(x), expected, rtol=0, atol=0)
+    buffer = io.BytesIO()
+    torch.save(node, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    loaded.reset()
+    torch.testing.assert_close(loaded(x), expected, rtol=0, atol=0)
+    assert loaded.neuron.source == node.neuron.source

@@ -55,6 +55,7 @@ Neuron Neuron::named_or_file(std::string_view name_or_path) {
 }
 
 Neuron Neuron::with(std::string_view name, double value) const {
+  check_builtin_parameter(impl_->spec.name, name, value);  // e.g. a time constant must be > 0
   return Neuron(snn::compile_neuron(with_parameter(impl_->spec, name, value)));
 }
 
@@ -146,7 +147,9 @@ Neuron Neuron::with_setting(std::string_view name, std::string_view value) const
     if (!(tau > 1.0)) throw ValueError(cat("setting init_tau: must be > 1, got ", value));
     spec = with_parameter(std::move(spec), "w", -std::log(tau - 1.0));
   } else {
-    spec = with_parameter(std::move(spec), name, parse_number(name, value));
+    const double number = parse_number(name, value);
+    check_builtin_parameter(spec.name, name, number);
+    spec = with_parameter(std::move(spec), name, number);
   }
   return Neuron(snn::compile_neuron(std::move(spec)));
 }
