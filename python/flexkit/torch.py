@@ -53,12 +53,37 @@ def _surrogate_text(surrogate) -> str:
     return f"{name}({float(alpha)!r})"
 
 
+# The per-call conversions go through torch's C entry points for DLPack capsules: the public
+# torch.from_dlpack / Tensor.__dlpack__ negotiate streams in Python (tens of microseconds a
+# tensor), which this module need not do, since it runs flexkit's kernels on torch's current
+# stream.
+_to_capsule = getattr(_torch._C, "_to_dlpack", None)
+_from_capsule = getattr(_torch._C, "_from_dlpack", None)
+_raw_stream = getattr(_torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _view(t: _torch.Tensor) -> _flexkit.Array:
-    return _flexkit._import_dlpack(t.detach(), True)
+    t = t.detach()
+    return _flexkit._import_dlpack(_to_capsule(t) if _to_capsule else t, True)
 
 
 def _tensor(a: _flexkit.Array) -> _torch.Tensor:
-    return _torch.from_dlpack(a)
+    if _from_capsule is None:
+        return _torch.from_dlpack(a)
+    return _from_capsule(a.__dlpack__(stream=-1))  # same stream: no ordering needed
+
+
+def _current_stream(x: _torch.Tensor):
+    if not x.is_cuda:
+        return None
+    if _raw_stream is not None:
+        return _raw_stream(x.get_device())
+    return _torch.cuda.current_stream(x.device).cuda_stream
+
+
+def _capsule(t: _torch.Tensor):
+    t = t.detach()
+    return _to_capsule(t) if _to_capsule else t
 
 
 class _MultiStep(_torch.autograd.Function):
@@ -68,49 +93,39 @@ class _MultiStep(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, module, state_names, *tensors):
         neuron = module.neuron
-        n_in = len(neuron.inputs)
+        n_in = module._n_inputs
         n_states = len(state_names)
-        inputs = {name: _view(t) for name, t in zip(neuron.inputs, tensors[:n_in])}
-        states = {name: _view(t) for name, t in zip(state_names, tensors[n_in:n_in + n_states])}
-        params = {name: _view(t) for name, t in zip(module._param_names, tensors[n_in + n_states:])}
         x = tensors[0]
-        stream = _torch.cuda.current_stream(x.device).cuda_stream if x.is_cuda else None
-        training = any(ctx.needs_input_grad)
-        kind = "training_forward" if training else "inference_final_state"
-        dtype = _DTYPES[x.dtype]
-        storage = {"sequence_dtype": dtype, "spike_dtype": dtype,
-                   "residual_dtype": module.residual_dtype}
-        result = neuron.forward(kind, inputs, states, params, storage, stream=stream)
-        ctx.residuals = result.residuals
-        ctx.neuron = neuron
+        stream = _current_stream(x)
+        kind = "training_forward" if any(ctx.needs_input_grad) else "inference_final_state"
+        capsules = [_capsule(t) for t in tensors]
+        outputs, finals, residuals = neuron._forward_lists(
+            kind, capsules[:n_in], list(state_names), capsules[n_in:n_in + n_states],
+            module._param_names, capsules[n_in + n_states:], module._storage(x.dtype), stream)
+        ctx.residuals = residuals
+        ctx.module = module
         ctx.stream = stream
         ctx.state_names = state_names
-        ctx.n_in, ctx.n_states = n_in, n_states
-        ctx.param_names = module._param_names
-        outputs = [_tensor(result.outputs[name]) for name in neuron.outputs]
-        finals = [_tensor(result.final_states[name]) for name in neuron.states]
-        return (*outputs, *finals)
+        return (*[_tensor(a) for a in outputs], *[_tensor(a) for a in finals])
 
     @staticmethod
     def backward(ctx, *grads):
-        neuron = ctx.neuron
+        module = ctx.module
         if ctx.residuals is None:
             raise RuntimeError("flexkit.torch: this call's residuals were already used by a "
                                "backward (a second backward through the same call needs the "
                                "forward again)")
-        n_out = len(neuron.outputs)
-        grad_outputs = {name: _view(g.contiguous()) for name, g in zip(neuron.outputs, grads[:n_out])
-                        if g is not None}
-        grad_finals = {name: _view(g.contiguous()) for name, g in zip(neuron.states, grads[n_out:])
-                       if g is not None}
-        g = neuron.backward(ctx.residuals, grad_outputs, None, grad_finals, stream=ctx.stream)
+        n_out = module._n_outputs
+        grad_outputs = [None if g is None else _capsule(g.contiguous()) for g in grads[:n_out]]
+        grad_finals = [None if g is None else _capsule(g.contiguous()) for g in grads[n_out:]]
+        inputs, states, params = module.neuron._backward_lists(
+            ctx.residuals, grad_outputs, grad_finals, list(ctx.state_names), module._param_names,
+            ctx.stream)
         ctx.residuals = None  # a second backward through the same call is an error
-        grad_inputs = [_tensor(g.inputs[name]) if ctx.needs_input_grad[2 + i] else None
-                       for i, name in enumerate(neuron.inputs)]
-        grad_states = [_tensor(g.initial_states[name]) if name in g.initial_states else None
-                       for name in ctx.state_names]
-        grad_params = [_tensor(g.params[name]) if name in g.params else None
-                       for name in ctx.param_names]
+        grad_inputs = [_tensor(a) if ctx.needs_input_grad[2 + i] else None
+                       for i, a in enumerate(inputs)]
+        grad_states = [None if a is None else _tensor(a) for a in states]
+        grad_params = [None if a is None else _tensor(a) for a in params]
         return (None, None, *grad_inputs, *grad_states, *grad_params)
 
 
@@ -144,15 +159,35 @@ class Neuron(_torch.nn.Module):
                 self._param_names.append(info["name"])
                 self.register_parameter(
                     info["name"], _torch.nn.Parameter(_torch.tensor(float(info["value"]))))
+        self._n_inputs = len(neuron.inputs)
+        self._n_outputs = len(neuron.outputs)
+        self._storages = {}
+        self._checked = None  # the input signature last checked
         self.states: dict[str, _torch.Tensor] = {}
+
+    def _storage(self, dtype):
+        storage = self._storages.get(dtype)
+        if storage is None:
+            name = _DTYPES[dtype]
+            storage = _flexkit.NeuronStorage(sequence_dtype=name, spike_dtype=name,
+                                             residual_dtype=self.residual_dtype)
+            self._storages[dtype] = storage
+        return storage
+
+    def __getstate__(self):
+        # The cached storage descriptions are rebuilt on first use (they do not pickle).
+        state = dict(self.__dict__)
+        state["_storages"] = {}
+        state["_checked"] = None
+        return state
 
     def reset(self) -> None:
         """States back to their initial values (the next call starts a new sequence)."""
-        self.states = {}
+        self.__dict__["states"] = {}
 
     def detach(self) -> None:
         """Keeps the states' values but cuts their graph (truncated BPTT)."""
-        self.states = {k: v.detach() for k, v in self.states.items()}
+        self.__dict__["states"] = {k: v.detach() for k, v in self.states.items()}
 
     def __getattr__(self, name):
         # SpikingJelly style: node.v is the state v (its initial value before the first call).
@@ -166,11 +201,35 @@ class Neuron(_torch.nn.Module):
 
     def forward(self, *inputs):
         neuron = self.neuron
-        if len(inputs) != len(neuron.inputs):
-            raise TypeError(f"neuron {neuron.name} takes {len(neuron.inputs)} input(s) "
+        if len(inputs) != self._n_inputs:
+            raise TypeError(f"neuron {neuron.name} takes {self._n_inputs} input(s) "
                             f"({', '.join(neuron.inputs)}), got {len(inputs)}")
         if self.step_mode == "s":
             inputs = tuple(x.unsqueeze(0) for x in inputs)
+        x = inputs[0]
+        params = [getattr(self, name) for name in self._param_names]
+        states = self.states
+        # The checks run once per signature (shapes, dtypes, devices, carried states), not on
+        # every call of a training loop.
+        signature = (tuple((type(t), getattr(t, "shape", None), getattr(t, "dtype", None),
+                            getattr(t, "device", None), getattr(t, "layout", None))
+                           for t in inputs),
+                     tuple((k, v.shape, v.device) for k, v in states.items()),
+                     tuple(p.device for p in params))
+        if signature != self._checked:
+            self._check(inputs, states, params)
+            self._checked = signature
+        state_names = tuple(states)
+        results = _MultiStep.apply(self, state_names, *inputs, *states.values(), *params)
+        n_out = self._n_outputs
+        self.__dict__["states"] = dict(zip(neuron.states, results[n_out:]))
+        outputs = results[:n_out]
+        if self.step_mode == "s":
+            outputs = tuple(o.squeeze(0) for o in outputs)
+        return outputs[0] if n_out == 1 else outputs
+
+    def _check(self, inputs, states, params):
+        neuron = self.neuron
         x = inputs[0]
         for name, t in zip(neuron.inputs, inputs):
             if not isinstance(t, _torch.Tensor):
@@ -181,32 +240,24 @@ class Neuron(_torch.nn.Module):
             if t.device.type not in ("cpu", "cuda"):
                 raise ValueError(f"input {name}: device {t.device}; flexkit runs on the cpu and "
                                  "CUDA devices")
+            if t.layout != _torch.strided:
+                raise TypeError(f"input {name}: a strided (dense) tensor, not {t.layout}")
             if t.shape != x.shape or t.device != x.device:
                 raise ValueError(f"input {name}: {tuple(t.shape)} on {t.device}, but "
                                  f"{neuron.inputs[0]} is {tuple(x.shape)} on {x.device}")
             if t.dim() < 1:
                 raise ValueError(f"input {name}: a [T, *shape] sequence, got a 0-d tensor")
         shape = tuple(x.shape[1:])
-        for name, v in self.states.items():
+        for name, v in states.items():
             if tuple(v.shape) != shape or v.device != x.device:
                 raise ValueError(
                     f"state {name} is {tuple(v.shape)} on {v.device} from the previous call, but "
                     f"this input is [T, {', '.join(map(str, shape))}] on {x.device}; call reset() "
                     "between sequences of different shapes or devices")
-        params = [getattr(self, name) for name in self._param_names]
         for name, p in zip(self._param_names, params):
             if p.device != x.device:
                 raise ValueError(f"parameter {name} is on {p.device} but the input on {x.device}; "
                                  "move the module with .to(device)")
-        state_names = tuple(self.states)
-        carried = [self.states[name] for name in state_names]
-        results = _MultiStep.apply(self, state_names, *inputs, *carried, *params)
-        n_out = len(neuron.outputs)
-        self.states = dict(zip(neuron.states, results[n_out:]))
-        outputs = results[:n_out]
-        if self.step_mode == "s":
-            outputs = tuple(o.squeeze(0) for o in outputs)
-        return outputs[0] if n_out == 1 else outputs
 
 
 class IFNode(Neuron):

@@ -117,7 +117,8 @@ void order_streams(const Array& a, nb::handle stream) {
   cudaStream_t consumer = value == 1   ? cudaStreamLegacy
                           : value == 2 ? cudaStreamPerThread
                                        : reinterpret_cast<cudaStream_t>(value);
-  if (consumer == producer || (value == 0 && producer == nullptr)) return;
+  // The null stream is the legacy default stream (1 or 0 in DLPack's numbering).
+  if (consumer == producer || ((value == 0 || value == 1) && producer == nullptr)) return;
   int previous = 0;
   cudaGetDevice(&previous);
   cudaSetDevice(device);
@@ -175,7 +176,7 @@ Array import_dlpack(nb::handle value, bool writable) {
   // The ndarray handle keeps the other library's tensor alive; it is released under the GIL.
   auto* held = new nb::ndarray<nb::ro>(source);
   std::shared_ptr<void> owner(held, [](void* p) {
-    if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing left to release
+    if (!nb::is_alive()) return;  // the interpreter is gone: nothing left to release
     nb::gil_scoped_acquire gil;
     delete static_cast<nb::ndarray<nb::ro>*>(p);
   });

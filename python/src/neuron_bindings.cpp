@@ -110,6 +110,12 @@ nb::dict param_info(const NeuronParamInfo& p) {
   return d;
 }
 
+// A DLPack capsule or array-like as a flexkit array (capsules: the zero-copy import).
+Array import_or_array(nb::handle value) {
+  if (PyCapsule_CheckExact(value.ptr())) return import_dlpack(value, true);
+  return to_array(value);
+}
+
 // What training_forward keeps for backward, opaque to Python apart from its size.
 struct Residuals {
   std::shared_ptr<const NeuronResiduals> residuals;
@@ -306,6 +312,59 @@ void bind_neuron(nb::module_& m) {
           "The backward kernel over a training_forward's residuals: gradients by name of the\n"
           "output sequences (an array for a one-output neuron), of state sequences and of final\n"
           "states (absent ones are zero). Returns NeuronGradients.")
+      // The per-call entry points of flexkit.torch: arrays (or DLPack capsules) in the neuron's
+      // own orders, lists out, so that a module call builds no dicts.
+      .def(
+          "_forward_lists",
+          [](const Neuron& n, const std::string& kind, nb::list inputs, nb::list state_names,
+             nb::list states, nb::list param_names, nb::list params, const NeuronStorage& storage,
+             nb::handle stream) {
+            NamedArrays in, initial, values;
+            for (std::size_t i = 0; i < n.inputs().size(); ++i)
+              in.emplace(n.inputs()[i], import_or_array(inputs[i]));
+            for (std::size_t i = 0; i < nb::len(state_names); ++i)
+              initial.emplace(nb::cast<std::string>(state_names[i]), import_or_array(states[i]));
+            for (std::size_t i = 0; i < nb::len(param_names); ++i)
+              values.emplace(nb::cast<std::string>(param_names[i]), import_or_array(params[i]));
+            const NeuronForward f = on_stream(stream, in, [&] {
+              return neuron_forward(n, kind_from(kind), in, initial, values, storage);
+            });
+            nb::list outputs, finals;
+            for (const std::string& name : n.outputs()) outputs.append(f.outputs.at(name));
+            for (const std::string& name : n.states()) finals.append(f.final_states.at(name));
+            nb::object residuals = f.residuals ? nb::cast(Residuals{f.residuals}) : nb::none();
+            return nb::make_tuple(outputs, finals, residuals);
+          },
+          nb::arg("kind"), nb::arg("inputs"), nb::arg("state_names"), nb::arg("states"),
+          nb::arg("param_names"), nb::arg("params"), nb::arg("storage"), nb::arg("stream").none())
+      .def(
+          "_backward_lists",
+          [](const Neuron& n, const Residuals& residuals, nb::list grad_outputs,
+             nb::list grad_finals, nb::list state_names, nb::list param_names, nb::handle stream) {
+            NamedArrays go, gf;
+            for (std::size_t i = 0; i < n.outputs().size(); ++i)
+              if (!grad_outputs[i].is_none())
+                go.emplace(n.outputs()[i], import_or_array(grad_outputs[i]));
+            for (std::size_t i = 0; i < n.states().size(); ++i)
+              if (!grad_finals[i].is_none())
+                gf.emplace(n.states()[i], import_or_array(grad_finals[i]));
+            const NamedArrays& like = !go.empty() ? go : gf;
+            const NeuronGradients g = on_stream(
+                stream, like, [&] { return neuron_backward(n, *residuals.residuals, go, {}, gf); });
+            nb::list inputs, states, params;
+            for (const std::string& name : n.inputs()) inputs.append(g.inputs.at(name));
+            for (nb::handle name : state_names) {
+              auto it = g.initial_states.find(nb::cast<std::string>(name));
+              states.append(it == g.initial_states.end() ? nb::none() : nb::cast(it->second));
+            }
+            for (nb::handle name : param_names) {
+              auto it = g.params.find(nb::cast<std::string>(name));
+              params.append(it == g.params.end() ? nb::none() : nb::cast(it->second));
+            }
+            return nb::make_tuple(inputs, states, params);
+          },
+          nb::arg("residuals"), nb::arg("grad_outputs"), nb::arg("grad_finals"),
+          nb::arg("state_names"), nb::arg("param_names"), nb::arg("stream").none())
       .def("__repr__", [](const Neuron& n) { return "flexkit.Neuron('" + n.name() + "')"; })
       // Pickled as its canonical source, which holds every bound value: copy.deepcopy and
       // torch.save of a module holding a neuron work.
