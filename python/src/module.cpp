@@ -31,7 +31,8 @@ Array to_array(nb::handle value) {
   if (nb::isinstance<Array>(value)) return nb::cast<Array>(value);
   // Held for the life of the process and never released: a static nb::object would be
   // decref'd by exit()'s destructors after the interpreter is gone (a crash at exit).
-  static nb::handle array_function = nb::module_::import_("flexkit").attr("array").release();
+  static nb::handle array_function =
+      nb::object(nb::module_::import_("flexkit").attr("array")).release();
   return nb::cast<Array>(array_function(value));
 }
 
