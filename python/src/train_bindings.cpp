@@ -3,6 +3,8 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 
+#include <csignal>
+
 #include "bindings.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/nn_io.hpp"
@@ -118,12 +120,45 @@ nb::dict result_dict(const nn::TrainResult& r) {
   return d;
 }
 
+extern "C" void stop_training_on_signal(int) {
+  nn::request_stop();
+}
+
+// Ctrl-C during fk.train stops after the current step, as on the command line (Python's own
+// handler cannot run while the trainer holds the thread); the previous handler comes back after.
+class InterruptGuard {
+ public:
+  InterruptGuard() : previous_(std::signal(SIGINT, stop_training_on_signal)) {}
+  ~InterruptGuard() { std::signal(SIGINT, previous_); }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  void (*previous_)(int);
+};
+
 }  // namespace
 
 void bind_train(nb::module_& m) {
   m.def(
       "_train",
-      [](const nb::dict& options) { return result_dict(nn::train(config_from(options))); },
+      [](const nb::dict& options) {
+        const nn::TrainConfig config = config_from(options);
+        nn::TrainResult result;
+        {
+          InterruptGuard guard;
+          nb::gil_scoped_release release;  // other Python threads run meanwhile
+          result = nn::train(config);
+        }
+        if (result.interrupted) {
+          const std::string message = "training stopped by Ctrl-C after " +
+                                      std::to_string(result.history.size()) +
+                                      " complete epoch(s); checkpoints already written are kept";
+          PyErr_SetString(PyExc_KeyboardInterrupt, message.c_str());
+          throw nb::python_error();
+        }
+        return result_dict(result);
+      },
       nb::arg("config"));
   m.def(
       "_evaluate_checkpoint",

@@ -52,3 +52,21 @@ def test_bad_options_are_value_errors(tmp_path):
     with pytest.raises(OSError):
         fk.nn.load_weights(tmp_path / "missing.npz")
     assert any(p["name"] == "mlp" for p in fk.nn.presets())
+
+
+def test_ctrl_c_stops_training_with_keyboard_interrupt():
+    """SIGINT during fk.train stops it after the current step (KeyboardInterrupt), and Python's
+    own handler is back afterwards."""
+    import signal
+    import threading
+
+    previous = signal.getsignal(signal.SIGINT)
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="Ctrl-C"):
+            fk.train(model="flatten linear(64) sn linear(10) sn", epochs=50, limit=4096,
+                     device="cpu", quiet=True)
+    finally:
+        timer.cancel()
+    assert signal.getsignal(signal.SIGINT) is previous
