@@ -444,6 +444,45 @@ def finite_cases():
     check(rc == USAGE_ERROR, "--allow-nonfinite with --check-finite: exit %d" % rc)
 
 
+def saturation_cases():
+    """flex16 sequences clip beyond their exponent's range: the CLI says so (count per result),
+    --iwl-policy exact picks an exponent that holds them, --iwl sets one."""
+    t, n = 40, 3
+    x = save("sat_x.npy", np.full((t, n), 0.5, np.float32))
+    v_ref = 0.5 * np.arange(1, t + 1, dtype=np.float64)[:, None].repeat(n, axis=1)
+    top = 32767 * 2.0 ** (4 - 15)  # the largest flex16 value at iwl 4
+    expected = int(np.sum(v_ref > top))
+    out = path("sat_fixed")
+    rc, stdout, err, _ = flexkit("run", "if", "--set", "v_threshold=1000", "--in", "x=" + x,
+                                 "--dtype", "flex16", "--out", out)
+    check(rc == 0, "saturating flex16: exit %d: %s" % (rc, err.strip()))
+    check(err.strip().splitlines() == [
+        PREFIX + "warning: the result v.npy: %d of %d values saturated at flex16 iwl 4 "
+        "(|x| < 16); --iwl-policy exact or a larger --iwl holds them" % (expected, t * n)],
+        "saturating flex16: stderr %r" % err)
+    close("saturating flex16 (clipped)", out, "v", np.minimum(v_ref, top))
+    check("flex16 sequences at iwl 4 (fixed)" in stdout, "saturating flex16: stdout %r" % stdout)
+    out = path("sat_exact")
+    rc, stdout, err, _ = flexkit("run", "if", "--set", "v_threshold=1000", "--in", "x=" + x,
+                                 "--dtype", "flex16", "--iwl-policy", "exact", "--out", out)
+    check(rc == 0 and err == "", "exact flex16: exit %d, stderr %r" % (rc, err))
+    iwl = int(np.floor(np.log2(v_ref.max()))) + 1
+    check("flex16 sequences at iwl %d (exact)" % iwl in stdout, "exact flex16: stdout %r" % stdout)
+    close("exact flex16", out, "v", v_ref, rtol=0, atol=0)
+    out = path("sat_iwl")
+    rc, stdout, err, _ = flexkit("run", "if", "--set", "v_threshold=1000", "--in", "x=" + x,
+                                 "--dtype", "flex16", "--iwl", "7", "--out", out)
+    check(rc == 0 and err == "", "--iwl 7: exit %d, stderr %r" % (rc, err))
+    close("--iwl 7", out, "v", v_ref, rtol=0, atol=0)
+    for bad in (["--iwl", "6"], ["--dtype", "flex16", "--iwl", "300"],
+                ["--dtype", "flex16", "--iwl-policy", "nearest"],
+                ["--dtype", "flex16", "--iwl-policy", "exact", "--iwl", "3"]):
+        rc, _, err, _ = flexkit("run", "if", "--in", "x=" + x, "--out", path("sat_bad"), *bad)
+        check(rc == USAGE_ERROR and err.startswith(PREFIX) and err.count("\n") == 1,
+              "%s: exit %d, %r" % (" ".join(bad), rc, err))
+    check(not os.path.exists(path("sat_bad")), "a refused --iwl created the output directory")
+
+
 def domain_cases():
     x = save("dm_x.npy", X)
     for value in ("0", "-3"):
@@ -539,6 +578,7 @@ def main():
         error_cases()
         staging_cases()
         finite_cases()
+        saturation_cases()
         domain_cases()
         grad_shape_cases()
         section_cases()

@@ -9,6 +9,7 @@
 // library (its message is printed), 2 a mistake in the command line. Errors are one line on
 // stderr, prefixed "flexkit neuron: "; warnings too, prefixed "flexkit neuron: warning: ".
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -67,7 +68,11 @@ constexpr const char* kShowFooter =
 constexpr const char* kRunFooter =
     "Runs all T steps of the neuron in one kernel call. Every result is written as float32.\n"
     "Input sequences are converted to --dtype (float64 files are accepted; u8 spike inputs are\n"
-    "kept as u8); initial states, parameters and gradients are converted to f32.";
+    "kept as u8); initial states, parameters and gradients are converted to f32.\n"
+    "With --dtype flex16 the sequences (outputs, states, residuals) share one exponent: --iwl\n"
+    "(default 4, |x| < 16) with --iwl-policy fixed, or with exact the smallest that holds every\n"
+    "output and state value, measured by a float32 pass first. Values beyond the range saturate;\n"
+    "each result that saturated is reported on stderr.";
 
 constexpr const char* kSetHelp =
     "bind a parameter (a number) or a SpikingJelly-style setting: v_reset=none (soft reset), "
@@ -107,6 +112,8 @@ struct Options {
   std::optional<std::string> dtype;
   std::vector<std::string> sections;  // show --section; empty: all
   bool check_finite = true;
+  std::optional<int> iwl;            // --iwl: the flex16 sequences' exponent
+  std::string iwl_policy = "fixed";  // --iwl-policy fixed|exact
 };
 
 // Splits "NAME=VALUE" at the first '='; both sides must be non-empty.
@@ -389,6 +396,35 @@ std::string shape_text(const Shape& shape) {
   return text + "]";
 }
 
+// --iwl-policy exact: the smallest exponent holding every output and state value the run
+// writes, from a float32 pass over the same inputs.
+int exact_iwl(const Neuron& neuron, NeuronKernelKind kind, const NamedArrays& inputs,
+              const NamedArrays& initial_states, const NamedArrays& params) {
+  NeuronStorage probe;
+  probe.keep_state_sequences = true;
+  const NeuronForward f = neuron_forward(neuron, kind, inputs, initial_states, params, probe);
+  float largest = 0.0f;
+  for (const NamedArrays* arrays : {&f.outputs, &f.state_sequences})
+    for (const auto& [name, a] : *arrays)
+      if (a.size() > 0) largest = std::max(largest, evaluate(max(abs(Expr(a)))).to_floats()[0]);
+  return portable::flex16_iwl_holding(largest);
+}
+
+// One stderr line per flex16 sequence that saturated: flex16 never fails, it clips.
+void warn_saturated(const NamedArrays& arrays, int iwl, const std::string& policy) {
+  for (const auto& [name, a] : arrays) {
+    if (a.dtype() != DType::flex16) continue;
+    const Flex16Stats s = a.stats();
+    if (s.saturated == 0) continue;
+    std::fprintf(stderr,
+                 "flexkit neuron: warning: the result %s.npy: %llu of %lld values saturated at "
+                 "flex16 iwl %d (|x| < %g)%s\n",
+                 name.c_str(), static_cast<unsigned long long>(s.saturated),
+                 static_cast<long long>(a.size()), iwl, std::ldexp(1.0, iwl),
+                 policy == "exact" ? "" : "; --iwl-policy exact or a larger --iwl holds them");
+  }
+}
+
 int run(const Options& o) {
   const DType dtype = parse_compute_dtype(o.dtype);
   const Device device = parse_device(o.device);
@@ -506,6 +542,11 @@ int run(const Options& o) {
   const auto start = std::chrono::steady_clock::now();
   const NeuronKernelKind kind =
       backward ? NeuronKernelKind::training_forward : NeuronKernelKind::inference;
+  if (dtype == DType::flex16) {
+    storage.flex16_iwl = o.iwl.value_or(storage.flex16_iwl);
+    if (o.iwl_policy == "exact")
+      storage.flex16_iwl = exact_iwl(neuron, kind, inputs, initial_states, param_values);
+  }
   NeuronForward forward =
       neuron_forward(neuron, kind, inputs, initial_states, param_values, storage);
   Results results;
@@ -525,6 +566,10 @@ int run(const Options& o) {
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
+  if (dtype == DType::flex16) {
+    warn_saturated(forward.outputs, storage.flex16_iwl, o.iwl_policy);
+    warn_saturated(forward.state_sequences, storage.flex16_iwl, o.iwl_policy);
+  }
   if (o.check_finite)
     for (const auto& [file, array] : results) warn_non_finite("the result " + file, array);
   write_results(results, out_dir);
@@ -537,6 +582,9 @@ int run(const Options& o) {
               shape_text(neuron_shape).c_str(), count, count == 1 ? "" : "s", device.str().c_str(),
               static_cast<int>(dtype_name(dtype).size()), dtype_name(dtype).data(),
               backward ? "training forward + backward" : "inference");
+  if (dtype == DType::flex16)
+    std::printf("flex16 sequences at iwl %d (%s): |x| < %g\n", storage.flex16_iwl,
+                o.iwl_policy.c_str(), std::ldexp(1.0, storage.flex16_iwl));
   std::printf("elapsed %.3f ms (including any kernel compilation)\n", elapsed_ms);
   std::printf("wrote %zu file%s to %s:", results.size(), results.size() == 1 ? "" : "s",
               out_dir.string().c_str());
@@ -606,6 +654,19 @@ int neuron_command(const Args& args) {
                                      "how sequences and residuals are stored: f32 (default), "
                                      "bf16 or flex16")
                         ->type_name("T");
+    std::string iwl_policy;
+    auto* o_iwl = run_app
+                      ->add_option("--iwl", o.iwl,
+                                   "flex16: the sequences' exponent, values |x| < 2^iwl "
+                                   "(default 4; with --iwl-policy fixed)")
+                      ->type_name("N")
+                      ->check(CLI::Range(kFlex16MinIwl, kFlex16MaxIwl));
+    auto* o_policy = run_app
+                         ->add_option("--iwl-policy", iwl_policy,
+                                      "flex16: fixed (--iwl, the default) or exact (the "
+                                      "smallest exponent holding every output and state)")
+                         ->type_name("P")
+                         ->check(CLI::IsMember({"fixed", "exact"}));
     auto* o_check = run_app->add_flag(
         "--check-finite", check_finite,
         "warn on stderr (count, first index) about NaN or infinite values in each input and "
@@ -636,6 +697,11 @@ int neuron_command(const Args& args) {
       o.out = out;
       if (*o_device) o.device = device;
       if (*o_dtype) o.dtype = dtype;
+      if (*o_policy) o.iwl_policy = iwl_policy;
+      if ((*o_iwl || *o_policy) && (!o.dtype || *o.dtype != "flex16"))
+        throw UsageError("--iwl and --iwl-policy apply to --dtype flex16 only");
+      if (*o_iwl && o.iwl_policy == "exact")
+        throw UsageError("--iwl sets the exponent of --iwl-policy fixed; exact chooses its own");
       o.check_finite = !allow_nonfinite;
       return run(o);
     }
