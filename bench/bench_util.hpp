@@ -30,7 +30,7 @@ inline double median_host_ms(const std::function<void()>& body, int repeats = kR
   return t[t.size() / 2];
 }
 
-// Uniform random values in [lo, hi) as `dtype` on `device` (never zeros: SPEC's rule).
+// Uniform random values in [lo, hi) as `dtype` on `device` (never zeros: the flex16 codec's rule).
 inline Array random_array(const Shape& shape, DType dtype, Device device, unsigned seed,
                           float lo = -1.0f, float hi = 1.0f) {
   std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));

@@ -1,4 +1,4 @@
-// Exact flex16 convolution on the GPU, judged by the ratios of BENCHMARKS.md measured in the same
+// Exact flex16 convolution on the GPU, judged by the project's target ratios, measured in the same
 // process: ConvPlan fprop / bprop / update, flex16 × flex16 → flex16 at a fixed output iwl, on
 // the headline layer (3x3, C = K = 128, 56x56) and the ResNet-50 3x3 and 1x1 layers, batch 64,
 // stride 1. Every direction does 2·N·K·C·R·S·P·Q operations; rates count exactly that.
@@ -15,7 +15,7 @@
 //
 // Before a direction is timed it runs once into a poisoned output and 64 sampled outputs (the 16
 // corners of its four axes, so padding edges are covered, and 48 random ones) are compared bit
-// for bit with a host int64 reference finished by the library's portable epilogue (SPEC §1).
+// for bit with a host int64 reference finished by the library's portable epilogue (docs/flex16.md).
 // A failing direction is not timed.
 //
 // Timing: CUDA events around batches of whole calls, median of ≥ 10 batches after warm-up.
@@ -482,7 +482,7 @@ double judged_ratio(const Row& r, Dir d, const Cell& copy) {
   return r.layer.pointwise() ? copy_ratio(r, d, copy) : gemm_ratio(r, d);
 }
 
-// BENCHMARKS.md: ≥ 0.90 of the GEMM for 3x3 with C ≥ 128, ≥ 0.80 of C for 1x1; 0 = no target.
+// The targets: ≥ 0.90 of the GEMM for 3x3 with C ≥ 128, ≥ 0.80 of C for 1x1; 0 = no target.
 double goal(const Layer& l) {
   return l.pointwise() ? 0.80 : l.c >= 128 ? 0.90 : 0.0;
 }

@@ -1,6 +1,6 @@
 // Copy rates on the GPU, measured with CUDA events (median of repeats after warm-up):
-// the device-to-device copy (the ceiling C of BENCHMARKS.md), flexkit's contiguous assign (must
-// equal it), its strided-copy kernel on a transpose, and host<->device transfers.
+// the device-to-device copy (the ceiling C every rate is judged by), flexkit's contiguous assign
+// (must equal it), its strided-copy kernel on a transpose, and host<->device transfers.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

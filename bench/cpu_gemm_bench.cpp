@@ -1,6 +1,6 @@
 // CPU GEMM throughput: flexkit's exact flex16 × flex16 and flex16 × u8 products and its f32
-// GEMM, beside OpenBLAS SGEMM in the same process when CMake found OpenBLAS (BENCHMARKS.md's
-// CPU line: flex16 GEMM ≥ the machine's OpenBLAS SGEMM). The kernels are called through
+// GEMM, beside OpenBLAS SGEMM in the same process when CMake found OpenBLAS (the CPU
+// target: flex16 GEMM ≥ the machine's OpenBLAS SGEMM). The kernels are called through
 // gemm_cpu() with hand-built problems, so only the GEMM itself is timed.
 #include <algorithm>
 #include <chrono>

@@ -1,10 +1,10 @@
-// Exact flex16 GEMM on the GPU beside cuBLAS, measured in the same process (BENCHMARKS.md):
+// Exact flex16 GEMM on the GPU beside cuBLAS, measured in the same process:
 // flexkit::dot flex16 × flex16 → flex16 and → f32 and flex16 × u8 spikes → flex16, next to
 // cuBLAS SGEMM (TF32 off), TF32, BF16 and INT8 (TN, int32 out: cuBLAS's fast integer case), on
 // squares 1024..16384, two training shapes and the four transposes at 4096^3. Rates count
 // 2·M·N·K. A small bit-exact guard runs first, so the timed kernel is known to be the right one,
 // and every timed output is checked afterwards: flex16 bit-exactly against the host integer
-// reference (SPEC §1), the peers against a float64 / int64 reference on sampled entries.
+// reference (docs/flex16.md), the peers against a float64 / int64 reference on sampled entries.
 //
 // Environment:
 //   GEMM_SIZES         which cases, comma-separated: N (N^3), MxNxK, "train" (256x4096x4096 and
@@ -120,8 +120,8 @@ i64 int_dot(const std::int16_t* a, const TB* b, i64 k) {
   return s;
 }
 
-// SPEC §1: out.m = sat16(RNE(acc · 2^−scale)). Computed here another way than the library does
-// (in double, exact while |acc| < 2^53, then nearbyint in the default round-to-nearest-even
+// docs/flex16.md: out.m = sat16(RNE(acc · 2^−scale)). Computed here another way than the library
+// does (in double, exact while |acc| < 2^53, then nearbyint in the default round-to-nearest-even
 // mode), so a shared mistake is unlikely.
 std::int16_t expected_flex16(i64 acc, int scale) {
   const double r = std::nearbyint(std::ldexp(static_cast<double>(acc), -scale));
@@ -668,7 +668,7 @@ void print_tables(const std::vector<GuardLine>& guard, const std::vector<Row>& r
       "\nTransposed rows (nn/nt/tn/tt) take their ratios from the square row's peers of the same "
       "run.\n");
 
-  // The targets of BENCHMARKS.md, judged at 8192^3.
+  // The project's GEMM targets (bench/RESULTS.md), judged at 8192^3.
   const Row* big = nullptr;
   for (const Row& r : rows)
     if (r.m == 8192 && r.n == 8192 && r.k == 8192 && r.peer_row < 0) big = &r;

@@ -1,5 +1,5 @@
 // FlexSN LIF on the GPU against the device's copy rate C, measured in the same process: the
-// shape of BENCHMARKS.md (T = 32, batch 64, 224x224 neurons, sigmoid(4)), inference and
+// benchmark shape (T = 32, batch 64, 224x224 neurons, sigmoid(4)), inference and
 // forward+backward, the built-in LIF beside the same LIF written as plain neuron-language text,
 // T = 4 and 128, u8 spikes and bf16/flex16 residuals with their memory. bench/torch_lif.py
 // measures the torch.compile'd PyTorch loop on the same shapes in the same GPU script run.
@@ -118,8 +118,8 @@ int main() {
           r.fwd_ms + r.bwd_ms, 20 * ns, note);
     }
     std::printf("| %-52s | %8.3f | %8s | %8s |\n",
-                "SpikingJelly Triton LIF fwd+bwd (BENCHMARKS.md) / ours",
-                2.159 / (t.fwd_ms + t.bwd_ms), "", "");
+                "SpikingJelly Triton LIF fwd+bwd (published) / ours", 2.159 / (t.fwd_ms + t.bwd_ms),
+                "", "");
   }
   return 0;
 }

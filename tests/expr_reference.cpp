@@ -1,5 +1,6 @@
-// The float64 reference for fused expressions (see expr_reference.hpp). Written from SPEC §3 and
-// NumPy's rules only; nothing here reads flexkit's expression code, so the two can disagree.
+// The float64 reference for fused expressions (see expr_reference.hpp). Written from
+// include/flexkit/expr.hpp and NumPy's rules only; nothing here reads flexkit's expression code, so
+// the two can disagree.
 #include "expr_reference.hpp"
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 
 usage: neuron_cli_test.py PATH/TO/flexkit [--device=cpu|cuda[:N]]
 
-Checks the golden LIF case of SPEC §5 (hard reset, detach_reset, soft reset) forward and
+Checks the golden LIF case of include/flexkit/neuron.hpp (hard reset, detach_reset, soft reset) forward and
 backward, float64 inputs, neurons written in the neuron language (a learnable parameter, state
 and final-state gradients, two inputs), zero neurons, continuing a sequence from a final state,
 T = 0, bf16 and flex16 storage, the `show` sections, and that every mistake exits with status
@@ -97,7 +97,7 @@ def npy_files(directory):
     return sorted(f for f in os.listdir(directory) if f.endswith(".npy"))
 
 
-# ---- the golden LIF case (SPEC §5) ---------------------------------------------------------
+# ---- the golden LIF case (include/flexkit/neuron.hpp) ---------------------------------------------------------
 
 X = np.array([1.5, 0.5, 2.5], dtype=np.float32).reshape(3, 1)
 ONES = np.ones((3, 1), dtype=np.float32)
@@ -283,7 +283,7 @@ def show_cases():
             check(heading in out, "show lif: no %r in its output" % heading)
         check(out.count("CUDA source") == 4 and out.count("CPU program") == 4,
               "show lif: expected the CUDA source and CPU program of all 4 kernel kinds")
-        # SPEC §5: the built-in LIF stores one value per neuron-step.
+        # include/flexkit/neuron.hpp: the built-in LIF stores one value per neuron-step.
         check("residual plan: 1 value stored per neuron-step" in out,
               "show lif: the residual plan is not one value per neuron-step:\n%s" %
               "\n".join(l for l in out.splitlines() if "residual plan" in l))

@@ -64,7 +64,7 @@ double surrogate_default_alpha(Surrogate s) {
   return 0.0;
 }
 
-// The formulas of SPEC §5, written out literally.
+// The formulas of include/flexkit/neuron.hpp, written out literally.
 double surrogate_grad(Surrogate s, double alpha, double z) {
   const double pi = std::numbers::pi;
   switch (s) {

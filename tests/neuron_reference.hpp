@@ -1,7 +1,7 @@
-// An independent float64 model of FlexSN neurons (SPEC §5), for differential tests of the
-// generated multi-step kernels. It shares no code with the library: every neuron is a hand-written
-// step function with a hand-written vector-Jacobian product, and a generic driver runs the time
-// loop forward and backward through time (BPTT), one neuron at a time.
+// An independent float64 model of FlexSN neurons (include/flexkit/neuron.hpp), for differential
+// tests of the generated multi-step kernels. It shares no code with the library: every neuron is a
+// hand-written step function with a hand-written vector-Jacobian product, and a generic driver runs
+// the time loop forward and backward through time (BPTT), one neuron at a time.
 //
 // Loss convention: L = Σ_t Σ_n (Σ_o gy_o·y_o + Σ_s gv_s·v_s) + Σ_n Σ_s gT_s·v_s(T), with the
 // upstream gradients gy (output sequences), gv (state sequences) and gT (final states) given.
@@ -25,7 +25,8 @@
 
 namespace neuronref {
 
-// ---- surrogates (SPEC §5, SpikingJelly's names and defaults) -------------------------------
+// ---- surrogates (include/flexkit/neuron.hpp, SpikingJelly's names and defaults)
+// -------------------------------
 
 enum class Surrogate {
   sigmoid,
@@ -123,7 +124,7 @@ Result finite_differences(const StepModel& model, const Problem& problem, SpikeM
 
 // ---- models ------------------------------------------------------------------------------
 
-// IF / LIF / PLIF with every SpikingJelly variant (SPEC §5):
+// IF / LIF / PLIF with every SpikingJelly variant (include/flexkit/neuron.hpp):
 //   charge  IF: h = v + x;  LIF (decay_input): h = v + (x − (v − vr))·k, else h = v − (v − vr)·k +
 //   x,
 //           with k = 1/τ (LIF) or k = σ(w) (PLIF, w learnable, p[0]) and vr = soft ? 0 : v_reset;

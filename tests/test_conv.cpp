@@ -1,7 +1,7 @@
 // Convolution (fprop, bprop, update) against a direct loop-nest reference written here: exact
-// integers for flex16 and u8 (bit-exact after the SPEC §1 rounding), float64 for f32. Sweeps 1-3
-// spatial dims × kernel sizes × padding × stride × dilation × upscale on small shapes, then a few
-// large cases once; checks bprop / update as adjoints of fprop (exact integer identity for
+// integers for flex16 and u8 (bit-exact after the docs/flex16.md rounding), float64 for f32. Sweeps
+// 1-3 spatial dims × kernel sizes × padding × stride × dilation × upscale on small shapes, then a
+// few large cases once; checks bprop / update as adjoints of fprop (exact integer identity for
 // flex16, finite differences for f32), beta, the iwl policies, statistics, views, the layout
 // helpers, the plan cache and the refusals. Every test runs on the device of the run
 // (--device=cpu|cuda); the cuda run also checks that CPU and CUDA give bit-identical flex16
@@ -90,7 +90,8 @@ std::int64_t at_out(const Geo& g, std::int64_t k, std::int64_t m, std::int64_t p
 }
 
 // Calls term(i_index, f_index, o_index) for every product I·F that contributes to O: the
-// definition of SPEC §4 written as one loop nest (upscaled input, zero padding), nothing else.
+// definition of include/flexkit/gemm.hpp and conv.hpp written as one loop nest (upscaled input,
+// zero padding), nothing else.
 template <typename Term>
 void for_each_term(const Geo& g, Term&& term) {
   Arr3 o = g.out();
@@ -142,7 +143,8 @@ std::vector<T> reference(const Geo& g, Dir dir, const std::vector<T>& in, const 
   return acc;
 }
 
-// ---- the SPEC §1 rounding, independently ----------------------------------------------------
+// ---- the docs/flex16.md rounding, independently
+// ----------------------------------------------------
 struct RefFlex {
   std::int16_t m;
   bool saturated;
@@ -303,7 +305,8 @@ std::int64_t fitting_input(std::int64_t taps, std::int64_t pad, std::int64_t dil
 }
 
 TEST(Conv, OutputSizeFollowsTheStandardFormula) {
-  // SPEC §4: 227 with an 11-tap filter at stride 4 gives 55 (the seed's variant disagreed).
+  // include/flexkit/gemm.hpp and conv.hpp: 227 with an 11-tap filter at stride 4 gives 55 (the
+  // seed's variant disagreed).
   EXPECT_EQ(conv_output_shape({3, 227, 227, 2}, {3, 11, 11, 8}, {{0}, {4}, {}, {}}),
             (Shape{8, 55, 55, 2}));
   EXPECT_EQ(conv_output_shape({1, 10, 1}, {1, 3, 1}, {{1}, {2}, {2}, {3}}),
@@ -1214,10 +1217,10 @@ TEST(Conv, RefusesBadOperandsAndWritesNothing) {
 }
 
 // ---- CPU and CUDA -------------------------------------------------------------------------------
-// SPEC §1's promise: the same integer operands give the same mantissas, exponent and statistics on
-// the CPU and on CUDA, for every direction in 1-3 dims and every way an output is finished: a
-// fixed exponent one step too fine (rounding and saturation), the exact policy (its measuring
-// pass), alpha / beta (the double path, reading the old output) and an f32 output.
+// flex16's (docs/flex16.md) promise: the same integer operands give the same mantissas, exponent
+// and statistics on the CPU and on CUDA, for every direction in 1-3 dims and every way an output is
+// finished: a fixed exponent one step too fine (rounding and saturation), the exact policy (its
+// measuring pass), alpha / beta (the double path, reading the old output) and an f32 output.
 
 // The operands and output of one run, made on `device` from the same host data.
 struct DeviceCase {

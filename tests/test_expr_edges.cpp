@@ -1,7 +1,8 @@
-// Edge cases of fused expressions (SPEC §3): empty and size-1 extents, reductions whose natural
-// initial value would be wrong, ties, NaN, integer output conversion, errors (each leaving the
-// output untouched), outputs aliased with their inputs, and scalars changing between runs.
-// Runs on the device given by --device; expected values are written out or computed in double.
+// Edge cases of fused expressions (include/flexkit/expr.hpp): empty and size-1 extents, reductions
+// whose natural initial value would be wrong, ties, NaN, integer output conversion, errors (each
+// leaving the output untouched), outputs aliased with their inputs, and scalars changing between
+// runs. Runs on the device given by --device; expected values are written out or computed in
+// double.
 #include <gtest/gtest.h>
 
 #include <algorithm>

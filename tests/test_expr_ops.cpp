@@ -1,8 +1,8 @@
-// Differential tests of fused expressions (SPEC §3), table-driven: every case builds a tree over
-// seeded random inputs on the --device, assigns it, and compares each output element with the
-// float64 reference of expr_reference.hpp under the case's stated tolerance. The formula of a
-// case is written once, as a generic lambda, and instantiated for flexkit::Expr and for the
-// reference tensor, so the library tree and the reference cannot drift apart.
+// Differential tests of fused expressions (include/flexkit/expr.hpp), table-driven: every case
+// builds a tree over seeded random inputs on the --device, assigns it, and compares each output
+// element with the float64 reference of expr_reference.hpp under the case's stated tolerance. The
+// formula of a case is written once, as a generic lambda, and instantiated for flexkit::Expr and
+// for the reference tensor, so the library tree and the reference cannot drift apart.
 //
 // Tolerances are stated against the reference's error scale (for one op, |value|; for a chain,
 // the first-order sum of the roundings it contains; for a sum over n values, (n-1)·Σ|x|). Where

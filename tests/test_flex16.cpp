@@ -1,4 +1,5 @@
-// The flex16 host codec against SPEC §1's values and an independent double-precision reference.
+// The flex16 host codec against flex16's (docs/flex16.md) values and an independent
+// double-precision reference.
 #include <gtest/gtest.h>
 
 #include <cmath>

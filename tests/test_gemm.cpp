@@ -1,7 +1,7 @@
 // dot(): every transpose and type combination against an exact integer reference (flex16, u8)
-// or a float64 reference (f32), the SPEC §1 discriminator, long K, views, batches, statistics,
-// iwl policies, and the refusals. On the cuda run, flex16 results must also equal the CPU's
-// bit for bit.
+// or a float64 reference (f32), the docs/flex16.md discriminator, long K, views, batches,
+// statistics, iwl policies, and the refusals. On the cuda run, flex16 results must also equal the
+// CPU's bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,7 +44,7 @@ RefFlex ref_round(long double scaled) {
   return {static_cast<std::int16_t>(r), false};
 }
 
-// out = alpha · acc · 2^(iwl_ab − 30) + beta · old (old in value units), SPEC §1 rounding.
+// out = alpha · acc · 2^(iwl_ab − 30) + beta · old (old in value units), docs/flex16.md rounding.
 struct Ref {
   int iwl_ab = 30;
   double alpha = 1.0, beta = 0.0;

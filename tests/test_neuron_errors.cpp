@@ -1,8 +1,8 @@
-// Bad arguments to the FlexSN calls (SPEC §5) give typed errors whose message names the argument:
-// sequences of mismatched shape or length, unknown names, states for a stateless neuron, wrong
-// dtypes, fixed parameters passed as runtime values, foreign residuals, missing inputs.
-// The names used here (drive, gate, vmem, trace, spk, gain, tau_m) are distinctive, so finding
-// one in a message means the message names that argument.
+// Bad arguments to the FlexSN calls (include/flexkit/neuron.hpp) give typed errors whose message
+// names the argument: sequences of mismatched shape or length, unknown names, states for a
+// stateless neuron, wrong dtypes, fixed parameters passed as runtime values, foreign residuals,
+// missing inputs. The names used here (drive, gate, vmem, trace, spk, gain, tau_m) are distinctive,
+// so finding one in a message means the message names that argument.
 #include <gtest/gtest.h>
 
 #include <functional>

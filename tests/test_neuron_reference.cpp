@@ -1,14 +1,14 @@
-// FlexSN kernels (SPEC §5) against the independent float64 reference of neuron_reference.hpp:
-// the golden LIF case, the LIF option matrix, PLIF's learnable w, neurons of every arity written
-// in the language, the surrogates, neuron counts and sequence lengths at the edges, calls that
-// continue a sequence, storage dtypes, finite differences and NeuronLayer.
+// FlexSN kernels (include/flexkit/neuron.hpp) against the independent float64 reference of
+// neuron_reference.hpp: the golden LIF case, the LIF option matrix, PLIF's learnable w, neurons of
+// every arity written in the language, the surrogates, neuron counts and sequence lengths at the
+// edges, calls that continue a sequence, storage dtypes, finite differences and NeuronLayer.
 //
-// Tolerances. float32 results must match float64 to 1e-5 relative (SPEC §5). The absolute floor,
-// 1e-6 times the largest magnitude of the array being compared, covers float32 cancellation
-// (e.g. 1 − σ(αz) for large αz, or a gradient that is a difference of O(1) terms), which loses
-// relative but not absolute accuracy. A spike flips between float32 and float64 when its
-// pre-threshold value is within rounding of the threshold, so every random case draws its inputs
-// again for any neuron whose smallest |z| in the reference is below kMargin.
+// Tolerances. float32 results must match float64 to 1e-5 relative (include/flexkit/neuron.hpp). The
+// absolute floor, 1e-6 times the largest magnitude of the array being compared, covers float32
+// cancellation (e.g. 1 − σ(αz) for large αz, or a gradient that is a difference of O(1) terms),
+// which loses relative but not absolute accuracy. A spike flips between float32 and float64 when
+// its pre-threshold value is within rounding of the threshold, so every random case draws its
+// inputs again for any neuron whose smallest |z| in the reference is below kMargin.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,7 +107,7 @@ neuron smooth(x, y; v, a) -> (o, q) {
 }
 )";
 
-// The LIF of SPEC §5's example, as text.
+// The LIF of the neuron language's (include/flexkit/neuron.hpp) example, as text.
 constexpr const char* kSpecLifText = R"(
 neuron lif(x; v) -> s { param tau = 2.0; param v_th = 1.0;
     h = v + (x - v) / tau;  s = spike(h - v_th, sigmoid(4.0));  v = h * (1 - s); }
@@ -400,7 +400,7 @@ std::vector<Range> lif_state_range(const nr::LifOptions& o) {
 }
 
 // ================================================================================================
-// Golden case (SPEC §5)
+// Golden case (include/flexkit/neuron.hpp)
 // ================================================================================================
 
 struct Golden {
@@ -416,7 +416,7 @@ TEST(NeuronReference, GoldenLifCaseOfTheSpec) {
   detach.detach_reset = true;
   nr::LifOptions soft = hard;
   soft.soft_reset = true;
-  // The numbers of SPEC §5 (printed there to 7 or 5 significant digits).
+  // The numbers of include/flexkit/neuron.hpp (printed there to 7 or 5 significant digits).
   const Golden cases[] = {
       {"hard", hard, {0.75, 0.625, 0}, {0.4654924, 0.3523882, 0.1725159}, 0.4654924},
       {"detach_reset", detach, {0.75, 0.625, 0}, {0.5854993, 0.3845508, 0.1725159}, 0.5854993},
@@ -443,7 +443,7 @@ TEST(NeuronReference, GoldenLifCaseOfTheSpec) {
 
     const Neuron lif = lif_neuron(g.options);
     check_against_reference(lif, *model, pr, {1}, std::string("builtin lif, ") + g.what);
-    if (&g == &cases[0]) check_against_reference(spec_text, *model, pr, {1}, "SPEC text lif");
+    if (&g == &cases[0]) check_against_reference(spec_text, *model, pr, {1}, "documented text lif");
   }
 }
 
@@ -712,7 +712,7 @@ TEST(NeuronReference, SurrogateDerivatives) {
       pr.grad_outputs = {std::vector<double>(xs.size(), 1.0)};
       const nr::Result ref = nr::run(*model, pr);
       SCOPED_TRACE(text.str());
-      // The reference against SPEC's formulas written out once more, at a few points.
+      // The reference against the documented formulas written out once more, at a few points.
       for (std::size_t t = 0; t < xs.size(); ++t) {
         const double z = xs[t] - 0.25;
         EXPECT_EQ(ref.outputs[0][t], z >= 0 ? 1.0 : 0.0);
@@ -723,7 +723,8 @@ TEST(NeuronReference, SurrogateDerivatives) {
       expect_close(host(lib.grads.inputs.at("x")), ref.grad_inputs[0], "dL/dx");
     }
   }
-  // Spot values of SPEC §5's formulas at z = 0.5 with default α, computed by hand.
+  // Spot values of the neuron language's (include/flexkit/neuron.hpp) formulas at z = 0.5 with
+  // default α, computed by hand.
   const double pi = 3.14159265358979323846;
   const double q = 1.0 / (1.0 + std::exp(-2.0));
   EXPECT_DOUBLE_EQ(nr::surrogate_grad(nr::Surrogate::sigmoid, 4, 0.5), 4 * q * (1 - q));
@@ -1144,12 +1145,13 @@ TEST(NeuronReference, InputStorageDtypes) {
 }
 
 // Residuals kept in bf16 / flex16. LIF's backward needs one value per neuron-step from which it
-// recovers the charged potential h (SPEC §5); whatever affine function of h ± constant is stored,
-// rounding it to bf16 moves the recovered h by at most 2^-8·(|h| + |v_th| + |v_reset|), and to
-// flex16 at iwl 4 by at most 2^-11. The bound on the gradients is then the sum over steps of the
-// effect of each step's h being off by that much (lif_residual_error_bound, measured on the
-// reference), doubled for the second-order terms, plus the float32 tolerance. The inputs keep
-// every h more than 0.05 from the threshold, so a rounded h never flips a recomputed spike.
+// recovers the charged potential h (include/flexkit/neuron.hpp); whatever affine function of h ±
+// constant is stored, rounding it to bf16 moves the recovered h by at most 2^-8·(|h| + |v_th| +
+// |v_reset|), and to flex16 at iwl 4 by at most 2^-11. The bound on the gradients is then the sum
+// over steps of the effect of each step's h being off by that much (lif_residual_error_bound,
+// measured on the reference), doubled for the second-order terms, plus the float32 tolerance. The
+// inputs keep every h more than 0.05 from the threshold, so a rounded h never flips a recomputed
+// spike.
 TEST(NeuronReference, ResidualStorageDtypes) {
   const nr::LifOptions o;
   const auto model = nr::make_lif(o);

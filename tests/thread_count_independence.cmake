@@ -10,10 +10,20 @@ foreach(step "1;record" "3;compare")
     COMMAND "${CMAKE_COMMAND}" -E env FLEXKIT_NUM_THREADS=${threads}
             FLEXKIT_TEST_RESULTS_FILE=${FILE} FLEXKIT_TEST_RESULTS_MODE=${mode}
             "${EXE}" --device=cpu "--gtest_filter=${FILTER}"
-    RESULT_VARIABLE status)
+    RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
   if(NOT status EQUAL 0)
     file(REMOVE "${FILE}")
-    message(FATAL_ERROR "${FILTER} failed with FLEXKIT_NUM_THREADS=${threads} (${mode})")
+    message(FATAL_ERROR "${FILTER} failed with FLEXKIT_NUM_THREADS=${threads} (${mode}):\n${output}")
+  endif()
+  # A filter that matches nothing passes in gtest; here it must fail, as must a record step
+  # that wrote nothing for the compare step to check against.
+  string(REGEX MATCH "\\[  PASSED  \\] ([0-9]+) test" passed "${output}")
+  if(NOT passed OR CMAKE_MATCH_1 EQUAL 0)
+    file(REMOVE "${FILE}")
+    message(FATAL_ERROR "${FILTER} ran no test with FLEXKIT_NUM_THREADS=${threads}:\n${output}")
+  endif()
+  if(mode STREQUAL "record" AND NOT EXISTS "${FILE}")
+    message(FATAL_ERROR "${FILTER} recorded no results in ${FILE}")
   endif()
 endforeach()
 file(REMOVE "${FILE}")

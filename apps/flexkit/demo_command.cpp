@@ -51,7 +51,7 @@ void tour(Device device) {
   show("flex16 w = v * 0.3 with the exact exponent policy", w);
 
   std::printf("== exact matrix products on %s ==\n", device.str().c_str());
-  // SPEC §1's discriminator: summed in float32, 32767² − 32767² + 1 loses the 1.
+  // flex16's (docs/flex16.md) discriminator: summed in float32, 32767² − 32767² + 1 loses the 1.
   Array da = Array::from_flex16(std::vector<std::int16_t>{32767, -32767, 1}, 15, {1, 3}, device);
   Array db = Array::from_flex16(std::vector<std::int16_t>{32767, 32767, 1}, 15, {3, 1}, device);
   show("[32767, -32767, 1] · [32767, 32767, 1]ᵀ in flex16 (float32 accumulation gives 0)",

@@ -1,5 +1,5 @@
 // Convolution with 1, 2 or 3 spatial dims: fprop (forward), bprop (gradient with respect to the
-// input) and update (gradient with respect to the filter). SPEC §4.
+// input) and update (gradient with respect to the filter).
 //
 // Layouts (the seed's, batch innermost): input I = (C, D, H, W, N), filter F = (C, T, R, S, K),
 // output O = (K, M, P, Q, N). With fewer spatial dims the leading ones are left out: 2-d is
@@ -12,7 +12,7 @@
 //
 // Types: f32 × f32 → f32; flex16 × flex16 → flex16 or f32; and for fprop / update a u8 input
 // (spikes) with a flex16 filter / gradient → flex16 or f32. Integer convolutions are exact: every
-// output is the exact sum of its mantissa products, rounded once (SPEC §1), so results are
+// output is the exact sum of its mantissa products, rounded once (docs/flex16.md), so results are
 // bit-identical whatever the blocking or thread count.
 #pragma once
 #include <cstddef>

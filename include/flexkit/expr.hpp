@@ -1,6 +1,6 @@
 // Fused expressions: operators and functions on arrays and scalars build a lazy tree; nothing
 // runs until the tree is assigned to an array, and then the whole assignment runs as one
-// generated kernel (two when a reduction feeds a broadcast, e.g. A - max(A, 1)). SPEC §3.
+// generated kernel (two when a reduction feeds a broadcast, e.g. A - max(A, 1)).
 //
 //   Array out = Array::empty({n}, DType::f32, gpu);
 //   out = sig(a * b + c) * d - e;                  // one kernel

@@ -1,5 +1,5 @@
 // Host-side flex16 codec: choose an exponent from data, encode with round-half-even (or seeded
-// stochastic rounding) and saturation, decode exactly. SPEC §1.
+// stochastic rounding) and saturation, decode exactly (docs/flex16.md).
 #pragma once
 #include <cstdint>
 #include <optional>

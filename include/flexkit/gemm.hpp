@@ -1,8 +1,8 @@
-// Matrix products: out = alpha · A · B + beta · out, batched over a leading axis. SPEC §4.
+// Matrix products: out = alpha · A · B + beta · out, batched over a leading axis.
 //
 // Types: f32 × f32 → f32; flex16 × flex16 → flex16 or f32; flex16 × u8 and u8 × flex16 (weights
 // × spikes) → flex16 or f32. Integer products are exact: mantissa products are summed exactly and
-// each output is rounded once (SPEC §1), so the result is bit-identical on every backend.
+// each output is rounded once (docs/flex16.md), so the result is bit-identical on every backend.
 // Transposes come from the views' strides: dot(A.T(), B, out) multiplies by Aᵀ without a copy.
 #pragma once
 #include <optional>

@@ -1,4 +1,4 @@
-// FlexSN: user-defined spiking neurons compiled into fused multi-step kernels (SPEC §5).
+// FlexSN: user-defined spiking neurons compiled into fused multi-step kernels.
 //
 // A Neuron is a single-step body (from the neuron language, a built-in, or NeuronBuilder) with
 // its fixed parameters bound. Calls run all T steps in one kernel launch per call, on the device
@@ -28,7 +28,7 @@ namespace snn {
 struct NeuronCompiled;
 }
 
-// The four generated kernel kinds of SPEC §5.
+// The four generated kernel kinds.
 enum class NeuronKernelKind : std::uint8_t {
   inference,              // output and state sequences
   inference_final_state,  // output sequences, final states only
@@ -202,7 +202,8 @@ NeuronValue operator>(const NeuronValue& a, const NeuronValue& b);
 NeuronValue operator>=(const NeuronValue& a, const NeuronValue& b);
 // Any function of the language by name: call("exp", {z}), call("where", {c, a, b}).
 NeuronValue call(std::string_view function, const std::vector<NeuronValue>& args);
-// spike(z, surrogate) with a surrogate of SPEC §5 ("sigmoid", "atan", ...); alpha < 0 = default.
+// spike(z, surrogate) with a surrogate of the neuron language ("sigmoid", "atan", ...); alpha < 0 =
+// default.
 NeuronValue spike(const NeuronValue& z, std::string_view surrogate = "sigmoid", double alpha = -1);
 NeuronValue detach(const NeuronValue& z);
 

@@ -1,4 +1,4 @@
-// FlexSN neuron language: a neuron's single-step body as text (SPEC §5).
+// FlexSN neuron language: a neuron's single-step body as text.
 //
 // Grammar (EBNF; `#` and `//` start comments running to the end of the line):
 //

@@ -1,6 +1,7 @@
 // The end of an exact GEMM: what an output element becomes once its integer accumulator is
 // known. The CPU and CUDA kernels both finish through these functions, so a flex16 or u8
-// product is bit-identical on every backend whatever the tiling, split or thread count (SPEC §1).
+// product is bit-identical on every backend whatever the tiling, split or thread count
+// (docs/flex16.md).
 //
 // An accumulator `acc` is the exact sum of products of mantissas (flex16) or bytes (u8); its
 // value is acc · 2^(iwl_a + iwl_b − 30), a u8 operand counting as iwl 15 (value = byte).

@@ -1,5 +1,5 @@
-// The two neuron-specific ops of FlexSN bodies (SPEC §5), defined once for the CPU interpreter
-// and generated CUDA kernels: the spike (Heaviside) and its surrogate derivatives.
+// The two neuron-specific ops of FlexSN bodies (include/flexkit/neuron.hpp), defined once for the
+// CPU interpreter and generated CUDA kernels: the spike (Heaviside) and its surrogate derivatives.
 #pragma once
 #include "flexkit/portable/config.hpp"
 #include "flexkit/portable/ew_ops.hpp"

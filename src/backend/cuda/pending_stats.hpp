@@ -3,7 +3,8 @@
 // block of a call's only kernel) writes it into mapped pinned host memory (and resets it) and an
 // event marks its arrival. The output's storage
 // keeps the pending record, and only a read of the statistics waits for the event — so back-to-back
-// products never stall the host (SPEC §1: reading the statistics is cheap; taking them is free).
+// products never stall the host (docs/flex16.md: reading the statistics is cheap; taking them is
+// free).
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -1,7 +1,8 @@
 // The CUDA convolution kernels ConvPlan's calls run on cuda arrays: a direct formulation (no
 // lowering), every output computed from one exact int64 accumulator (integer products) and
 // finished through the portable GEMM epilogue, so flex16 results are bit-identical to the CPU's
-// (SPEC §1). f32 products sum in one fixed order per output (deterministic, not the CPU's order).
+// (docs/flex16.md). f32 products sum in one fixed order per output (deterministic, not the CPU's
+// order).
 //
 // The problem is the one the CPU kernels take (conv_cpu.hpp), with device pointers.
 #pragma once
