@@ -4,46 +4,17 @@ hard reset, tau 2, sigmoid(4)): forward + backward in ms (CUDA events, median of
 warm-up), and the host time of each module call (the calls timed without waiting for the GPU,
 which is still busy with earlier ones, so the figure is what the host spends, not the kernels).
 """
-import statistics
 import sys
 import time
 
 import torch
 
 import flexkit as fk
+# The same timing and the same PyTorch LIF loop as the torch_lif benchmark beside this file.
+from torch_lif import lif as lif_loop
+from torch_lif import median_ms
 
 T, BATCH, SIDE = 32, 64, 224
-
-
-def median_ms(fn, repeats=15, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
-
-
-def spike(z):
-    sg = torch.sigmoid(4.0 * z)
-    return (z >= 0).to(z.dtype).detach() + (sg - sg.detach())
-
-
-def lif_loop(x):
-    v = torch.zeros_like(x[0])
-    out = []
-    for t in range(x.shape[0]):
-        h = v + (x[t] - v) / 2.0
-        s = spike(h - 1.0)
-        v = h * (1.0 - s)
-        out.append(s)
-    return torch.stack(out)
 
 
 def main():

@@ -244,14 +244,13 @@ void bind_array(nb::module_& m) {
       });
   add_operators(expr);
 
-  auto factory_doc = [](const char* what) { return what; };
   m.def(
       "empty",
       [](nb::handle shape, nb::handle dtype, nb::handle device) {
         return Array::empty(shape_from(shape, "empty"), dtype_from(dtype), device_from(device));
       },
       nb::arg("shape"), nb::arg("dtype") = "f32", nb::arg("device") = "cpu",
-      factory_doc("An array of uninitialised elements."));
+      "An array of uninitialised elements.");
   m.def(
       "zeros",
       [](nb::handle shape, nb::handle dtype, nb::handle device) {

@@ -48,6 +48,16 @@ DType integer_output(const Array& a, const Array& b, nb::handle out_dtype) {
   return a.dtype() == DType::f32 && b.dtype() == DType::f32 ? DType::f32 : DType::flex16;
 }
 
+// A fresh output for a call given none, on a's device: integer_output's dtype; a flex16 one
+// takes the exact policy unless an exponent was asked for.
+template <class Options>
+Array fresh_output(const Shape& shape, const Array& a, const Array& b, nb::handle out_dtype,
+                   Options& options) {
+  const DType dtype = integer_output(a, b, out_dtype);
+  if (dtype == DType::flex16 && !options.iwl) options.iwl_policy = IwlPolicy::exact;
+  return Array::empty(shape, dtype, a.device());
+}
+
 Shape shape_of(nb::handle value) {
   if (nb::isinstance<Array>(value)) return nb::cast<const Array&>(value).shape();
   return nb::cast<Shape>(value);
@@ -84,8 +94,7 @@ void bind_ops(nb::module_& m) {
         Shape shape = a.rank() == 3 ? Shape{a.dim(0), a.dim(1), 0} : Shape{a.dim(0), 0};
         if (b.rank() == 3 && a.rank() == 2) shape = {b.dim(0), a.dim(0), 0};
         shape.back() = b.dim(b.rank() - 1);
-        Array result = Array::empty(shape, dtype, a.device());
-        if (dtype == DType::flex16 && !iwl) options.iwl_policy = IwlPolicy::exact;
+        Array result = fresh_output(shape, a, b, out_dtype, options);
         dot(a, b, result, options);
         return result;
       },
@@ -122,12 +131,9 @@ void bind_ops(nb::module_& m) {
         const Array input = to_array(input_like), filter = to_array(filter_like);
         const ConvParams params = conv_params(padding, stride, dilation, upscale);
         ConvOptions options = conv_options(alpha, beta, policy, iwl);
-        if (!output) {
-          const DType dtype = integer_output(input, filter, out_dtype);
-          output = Array::empty(conv_output_shape(input.shape(), filter.shape(), params), dtype,
-                                input.device());
-          if (dtype == DType::flex16 && !iwl) options.iwl_policy = IwlPolicy::exact;
-        }
+        if (!output)
+          output = fresh_output(conv_output_shape(input.shape(), filter.shape(), params), input,
+                                filter, out_dtype, options);
         fprop(input, filter, *output, params, options);
         return *output;
       },
@@ -148,9 +154,7 @@ void bind_ops(nb::module_& m) {
         if (!grad_input) {
           if (!input_shape)
             throw nb::value_error("bprop: give grad_input or input_shape (the forward's input)");
-          const DType dtype = integer_output(filter, grad_output, out_dtype);
-          grad_input = Array::empty(*input_shape, dtype, filter.device());
-          if (dtype == DType::flex16 && !iwl) options.iwl_policy = IwlPolicy::exact;
+          grad_input = fresh_output(*input_shape, filter, grad_output, out_dtype, options);
         }
         bprop(filter, grad_output, *grad_input, params, options);
         return *grad_input;
@@ -169,9 +173,7 @@ void bind_ops(nb::module_& m) {
         ConvOptions options = conv_options(alpha, beta, policy, iwl);
         if (!grad_filter) {
           if (!filter_shape) throw nb::value_error("update: give grad_filter or filter_shape");
-          const DType dtype = integer_output(input, grad_output, out_dtype);
-          grad_filter = Array::empty(*filter_shape, dtype, input.device());
-          if (dtype == DType::flex16 && !iwl) options.iwl_policy = IwlPolicy::exact;
+          grad_filter = fresh_output(*filter_shape, input, grad_output, out_dtype, options);
         }
         update(input, grad_output, *grad_filter, params, options);
         return *grad_filter;
