@@ -69,7 +69,7 @@ int exact_iwl(const portable::GemmStats& s, const ExactOutput& o) {
       if (hi == 0.0 && lo == 0.0) return 0;
       auto saturates = [&](double v) {
         return portable::saturate_rounded(
-                   portable::round_half_even(portable::gemm_mul_rn(v, e.out_inv_unit)))
+                   portable::round_half_even(portable::mul_rn(v, e.out_inv_unit)))
             .saturated;
       };
       fits = !saturates(hi) && !saturates(lo);

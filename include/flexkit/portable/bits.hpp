@@ -48,6 +48,37 @@ FLEXKIT_HD double pow2d(int k) {
   return bits_to_double(static_cast<uint64_t>(k + 1023) << 52);
 }
 
+// Correctly rounded double steps that no compiler fuses into an fma: the device spells each with
+// its _rn intrinsic; the host library builds with -ffp-contract=off.
+FLEXKIT_HD double add_rn(double a, double b) {
+#if FLEXKIT_DEVICE_PASS
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+FLEXKIT_HD double mul_rn(double a, double b) {
+#if FLEXKIT_DEVICE_PASS
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+FLEXKIT_HD double div_rn(double a, double b) {
+#if FLEXKIT_DEVICE_PASS
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+FLEXKIT_HD double sqrt_rn(double a) {
+#if FLEXKIT_DEVICE_PASS
+  return __dsqrt_rn(a);
+#else
+  return __builtin_sqrt(a);
+#endif
+}
+
 // Round half to even; the device and host spellings of the same IEEE operation.
 FLEXKIT_HD float round_half_even(float x) {
 #if FLEXKIT_DEVICE_PASS

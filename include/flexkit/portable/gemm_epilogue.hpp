@@ -31,22 +31,6 @@ struct GemmEpilogue {
   bool reads_old;
 };
 
-FLEXKIT_HD double gemm_mul_rn(double a, double b) {
-#if FLEXKIT_DEVICE_PASS
-  return __dmul_rn(a, b);
-#else
-  return a * b;  // the library builds with -ffp-contract=off
-#endif
-}
-
-FLEXKIT_HD double gemm_add_rn(double a, double b) {
-#if FLEXKIT_DEVICE_PASS
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
 // acc · 2^−s rounded half to even and clamped to int16; s may be ≤ 0 (a left shift).
 FLEXKIT_HD Flex16Code gemm_round_shift(int64_t acc, int32_t s) {
   if (acc == 0) return {0, false};
@@ -156,8 +140,8 @@ FLEXKIT_HD int32_t gemm_round_int32(int32_t acc, int32_t s) {
 
 // The output value before the final rounding, in double (the double path above).
 FLEXKIT_HD double gemm_value(const GemmEpilogue& e, int64_t acc, double old) {
-  double r = gemm_mul_rn(e.alpha, gemm_mul_rn(static_cast<double>(acc), e.acc_unit));
-  if (e.reads_old) r = gemm_add_rn(r, gemm_mul_rn(e.beta, gemm_mul_rn(old, e.old_unit)));
+  double r = mul_rn(e.alpha, mul_rn(static_cast<double>(acc), e.acc_unit));
+  if (e.reads_old) r = add_rn(r, mul_rn(e.beta, mul_rn(old, e.old_unit)));
   return r;
 }
 
@@ -167,7 +151,7 @@ FLEXKIT_HD Flex16Code gemm_flex16_result(const GemmEpilogue& e, int64_t acc, int
   if (e.integer_only) return gemm_round_shift(acc, e.scale);
   double r = gemm_value(e, acc, static_cast<double>(old_m));
   if (r != r) return {0, false};
-  return saturate_rounded(round_half_even(gemm_mul_rn(r, e.out_inv_unit)));
+  return saturate_rounded(round_half_even(mul_rn(r, e.out_inv_unit)));
 }
 
 // One f32 output element.
