@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "backend/cpu/gemm/gemm_kernels.hpp"
+#include "backend/cpu/gemm_cpu.hpp"
 #include "backend/cpu/thread_pool.hpp"
-#include "gemm/gemm_cpu.hpp"
 
 #if FLEXKIT_BENCH_HAVE_OPENBLAS
 #include <cblas.h>

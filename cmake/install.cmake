@@ -15,6 +15,8 @@ install(TARGETS flexkit EXPORT flexkitTargets
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/flexkit
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT flexkit
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
+install(FILES ${PROJECT_BINARY_DIR}/generated/include/flexkit/version.hpp
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flexkit COMPONENT flexkit)
 # Guarded so that a build leaving the command line out still installs the library.
 if(TARGET flexkit_cli)
   install(TARGETS flexkit_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT flexkit)

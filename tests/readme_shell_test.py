@@ -29,7 +29,12 @@ def main():
         bin_dir = os.path.join(work, ".bin")
         os.makedirs(bin_dir)
         os.symlink(flexkit, os.path.join(bin_dir, "flexkit"))
-        os.symlink(sys.executable, os.path.join(bin_dir, "python3"))
+        # A wrapper, not a link: a virtual environment's python finds its packages from the path
+        # it was started by, which a link in another folder would change.
+        wrapper = os.path.join(bin_dir, "python3")
+        with open(wrapper, "w") as f:
+            f.write(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        os.chmod(wrapper, 0o755)
         lines = []
         for line in block.splitlines():
             if "--device cuda" in line and not has_gpu:

@@ -22,6 +22,7 @@
 
 #include "flexkit/conv.hpp"
 #include "flexkit/error.hpp"
+#include "support/flex16_reference.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
@@ -143,34 +144,10 @@ std::vector<T> reference(const Geo& g, Dir dir, const std::vector<T>& in, const 
   return acc;
 }
 
-// ---- the docs/flex16.md rounding, independently
-// ----------------------------------------------------
-struct RefFlex {
-  std::int16_t m;
-  bool saturated;
-};
-
-RefFlex ref_round(long double scaled) {
-  long double r = std::nearbyintl(scaled);  // default mode: to nearest, ties to even
-  if (r > 32767.0L) return {32767, true};
-  if (r < -32768.0L) return {-32768, true};
-  return {static_cast<std::int16_t>(r), false};
-}
-
-struct Ref {
-  int iwl_ab = 30;
-  double alpha = 1.0, beta = 0.0;
-  int out_iwl = 15;
-  int old_iwl = 15;
-};
-
-RefFlex ref_flex(const Ref& r, std::int64_t acc, std::int16_t old) {
-  if (r.alpha == 1.0 && r.beta == 0.0)
-    return ref_round(std::ldexp(static_cast<long double>(acc), r.iwl_ab - 15 - r.out_iwl));
-  double v = r.alpha * std::ldexp(static_cast<double>(acc), r.iwl_ab - 30);
-  if (r.beta != 0.0) v = v + r.beta * std::ldexp(static_cast<double>(old), r.old_iwl - 15);
-  return ref_round(std::ldexp(static_cast<long double>(v), 15 - r.out_iwl));
-}
+// ---- the docs/flex16.md rounding, independently (support/flex16_reference.hpp)
+using test::Ref;
+using test::ref_flex;
+using test::RefFlex;
 
 // The smallest output iwl at which every accumulator stores unsaturated (alpha 1, beta 0).
 int ref_exact_iwl(const Ints& acc, int iwl_ab) {
@@ -421,9 +398,8 @@ TEST(Conv, LargeCasesOnce) {
 // Shapes the CUDA backend runs on the tensor cores (implicit GEMM: batch a multiple of 8, or 16
 // for u8 spikes, filter rows 16-byte aligned, no upscale): channel counts below, at and past the
 // 64-channel stage with partial last stages, 1-3 dims, strides (bprop's strided gather),
-// dilation, padding, tiles cut by the matrix edge, K split across CTAs or not, u8 spikes; with
-// FLEXKIT_CONV_KERNEL=planar, batches of 16, 32, 64 and 256 take the planar fprop and bprop
-// (whole positions per tile). On the CPU the same cases check the lowering once more.
+// dilation, padding, tiles cut by the matrix edge, K split across CTAs or not, u8 spikes, batches
+// of 16, 32, 64 and 256. On the CPU the same cases check the lowering once more.
 TEST(Conv, TensorCoreShapesAgainstDirectReference) {
   struct Case {
     int dims;

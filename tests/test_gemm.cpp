@@ -14,6 +14,7 @@
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/gemm.hpp"
+#include "support/flex16_reference.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
@@ -22,8 +23,7 @@ namespace {
 using Matrix = std::vector<std::int64_t>;  // row-major integer matrix (mantissas or bytes)
 
 // ---- an independent reference ---------------------------------------------------------------
-// acc is exact in int64; the rounding uses long double (64-bit significand: exact for the
-// accumulators these tests make) and the C library's round-to-nearest-even.
+// acc is exact in int64; the rounding is support/flex16_reference.hpp's.
 std::int64_t ref_acc(const Matrix& a, const Matrix& b, std::int64_t m, std::int64_t n,
                      std::int64_t k, std::int64_t i, std::int64_t j) {
   std::int64_t acc = 0;
@@ -32,33 +32,9 @@ std::int64_t ref_acc(const Matrix& a, const Matrix& b, std::int64_t m, std::int6
   return acc;
 }
 
-struct RefFlex {
-  std::int16_t m;
-  bool saturated;
-};
-
-RefFlex ref_round(long double scaled) {
-  long double r = std::nearbyintl(scaled);  // default mode: to nearest, ties to even
-  if (r > 32767.0L) return {32767, true};
-  if (r < -32768.0L) return {-32768, true};
-  return {static_cast<std::int16_t>(r), false};
-}
-
-// out = alpha · acc · 2^(iwl_ab − 30) + beta · old (old in value units), docs/flex16.md rounding.
-struct Ref {
-  int iwl_ab = 30;
-  double alpha = 1.0, beta = 0.0;
-  int out_iwl = 15;
-  int old_iwl = 15;  // the flex16 output's exponent before the call
-};
-
-RefFlex ref_flex(const Ref& r, std::int64_t acc, std::int16_t old) {
-  if (r.alpha == 1.0 && r.beta == 0.0)  // exact: acc · 2^(iwl_ab − 30 + 15 − out_iwl)
-    return ref_round(std::ldexp(static_cast<long double>(acc), r.iwl_ab - 15 - r.out_iwl));
-  double v = r.alpha * std::ldexp(static_cast<double>(acc), r.iwl_ab - 30);
-  if (r.beta != 0.0) v = v + r.beta * std::ldexp(static_cast<double>(old), r.old_iwl - 15);
-  return ref_round(std::ldexp(static_cast<long double>(v), 15 - r.out_iwl));
-}
+using test::Ref;
+using test::ref_flex;
+using test::RefFlex;
 
 float ref_f32(const Ref& r, std::int64_t acc, float old) {
   double v = r.alpha * std::ldexp(static_cast<double>(acc), r.iwl_ab - 30);

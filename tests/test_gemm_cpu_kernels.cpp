@@ -8,10 +8,11 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/gemm/gemm_kernels.hpp"
-#include "gemm/gemm_cpu.hpp"
+#include "backend/cpu/gemm_cpu.hpp"
 
 namespace {
 
@@ -22,6 +23,38 @@ using flexkit::gemm::ElementKind;
 using flexkit::gemm::EpilogueMode;
 using flexkit::gemm::GemmProblem;
 namespace portable = flexkit::portable;
+
+const char* isa_name(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::scalar:
+      return "scalar";
+    case GemmIsa::avx2:
+      return "avx2";
+    case GemmIsa::avx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+// One instance per instruction set. A set this CPU lacks is reported as a skipped test with the
+// reason (kernels_for would quietly lower it to one the CPU has, and the test would pass on a
+// path it never ran).
+class GemmCpuKernelsOnIsa : public ::testing::TestWithParam<GemmIsa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > gemm_hardware_isa())
+      GTEST_SKIP() << "this CPU has no " << isa_name(GetParam()) << " (it runs up to "
+                   << isa_name(gemm_hardware_isa()) << ")";
+  }
+  GemmIsa isa() const { return GetParam(); }
+};
+
+// The vector sets only: the scalar set's row rounding is the portable rule itself.
+class GemmCpuKernelsOnSimdIsa : public GemmCpuKernelsOnIsa {};
+
+std::string isa_test_name(const ::testing::TestParamInfo<GemmIsa>& info) {
+  return isa_name(info.param);
+}
 
 // How a (batch, rows, cols) operand is laid out in its storage.
 enum class Pattern { row_major, col_major, stepped, reversed, reversed_col_stepped, broadcast };
@@ -213,26 +246,21 @@ void expect_same_stats(const portable::GemmStats& got, const portable::GemmStats
   EXPECT_EQ(got.value_min_key, want.value_min_key);
 }
 
-// Runs the case on every instruction set this CPU has and compares each with the reference.
-void check_int_case(const IntCase& c, unsigned seed) {
+// Runs the case on one instruction set and compares it with the reference.
+void check_int_case(const IntCase& c, unsigned seed, GemmIsa isa) {
   SCOPED_TRACE(::testing::Message()
                << "batch " << c.batch << " m " << c.m << " n " << c.n << " k " << c.k
                << " patterns " << int(c.pa) << int(c.pb) << int(c.pc) << " u8 " << c.b_u8
                << " f32 out " << (c.out == ElementKind::f32) << " measure "
                << (c.mode == EpilogueMode::measure) << " seed " << seed);
-  const IntRun base = make_run(c, seed);
+  IntRun run = make_run(c, seed);
   std::vector<std::int16_t> want16;
   std::vector<float> want32;
-  const portable::GemmStats want = base.reference(want16, want32);
-  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
-    if (isa > gemm_hardware_isa()) continue;
-    SCOPED_TRACE(::testing::Message() << "isa " << int(isa));
-    IntRun run = base;
-    const portable::GemmStats got = gemm_cpu_with_isa(run.problem(), isa);
-    expect_same_stats(got, want);
-    EXPECT_TRUE(run.c16 == want16);
-    EXPECT_EQ(0, std::memcmp(run.c32.data(), want32.data(), sizeof(float) * want32.size()));
-  }
+  const portable::GemmStats want = run.reference(want16, want32);
+  const portable::GemmStats got = gemm_cpu_with_isa(run.problem(), isa);
+  expect_same_stats(got, want);
+  EXPECT_TRUE(run.c16 == want16);
+  EXPECT_EQ(0, std::memcmp(run.c32.data(), want32.data(), sizeof(float) * want32.size()));
 }
 
 // Each instruction set's f32 packs against the panel layout of gemm_kernels.hpp, written out here
@@ -241,7 +269,7 @@ void check_int_case(const IntCase& c, unsigned seed) {
 // column). Blocks whose k values are contiguous (the transposing case the vector forms take) and
 // others (which they hand to the portable form); every tail of rows, columns and k; nothing
 // written past the panels.
-TEST(GemmCpuKernels, F32PacksMatchThePanelLayout) {
+TEST_P(GemmCpuKernelsOnIsa, F32PacksMatchThePanelLayout) {
   using flexkit::backend::cpu::gemm_detail::kernels_for;
   using flexkit::backend::cpu::gemm_detail::StridedBlock;
   std::mt19937 rng(97);
@@ -253,44 +281,42 @@ TEST(GemmCpuKernels, F32PacksMatchThePanelLayout) {
   struct Strides {
     std::int64_t line, k;
   };
-  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
-    if (isa > gemm_hardware_isa()) continue;
-    const auto kernel = kernels_for(isa).f32;
-    for (std::int64_t lines : {1, 5, 6, 7, 13, 17, 63, 64, 65, 100})
-      for (std::int64_t kv : {1, 2, 15, 16, 17, 33, 40}) {
-        // A: `lines` rows; B: `lines` columns. Element (line, k) at base[line·line stride +
-        // k·k stride], base = source + 40 so that a negative k stride stays inside.
-        for (bool b_side : {false, true}) {
-          const int width = b_side ? kernel.nr : kernel.mr;
-          const std::int64_t panels = (lines + width - 1) / width;
-          for (Strides st : {Strides{kv + 3, 1}, Strides{1, lines + 2}, Strides{kv, 1},
-                             Strides{0, 1}, Strides{kv + 1, -1}}) {
-            const float* base = source.data() + 40;
-            ASSERT_LE(40 + (lines - 1) * std::abs(st.line) + (kv - 1) * std::abs(st.k),
-                      static_cast<std::int64_t>(source.size()));
-            SCOPED_TRACE(::testing::Message()
-                         << "isa " << int(isa) << (b_side ? " B" : " A") << " lines " << lines
-                         << " kv " << kv << " line stride " << st.line << " k stride " << st.k);
-            const std::size_t size = static_cast<std::size_t>(panels * width * kv + kGuard);
-            std::vector<float> want(size, kUntouched), got(size, kUntouched);
-            for (std::int64_t p = 0; p < panels; ++p)
-              for (std::int64_t k = 0; k < kv; ++k)
-                for (int i = 0; i < width; ++i) {
-                  const std::int64_t line = p * width + i;
-                  want[static_cast<std::size_t>((p * kv + k) * width + i)] =
-                      line < lines ? base[line * st.line + k * st.k] : 0.0f;
-                }
-            if (b_side) {
-              // B's rows are k: element (k, column) at base[k·rs + column·cs].
-              kernel.pack_b(StridedBlock<float>{base, st.k, st.line}, kv, lines, width, got.data());
-            } else {
-              kernel.pack_a(StridedBlock<float>{base, st.line, st.k}, lines, kv, width, got.data());
-            }
-            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * size));
+  const GemmIsa isa = this->isa();
+  const auto kernel = kernels_for(isa).f32;
+  for (std::int64_t lines : {1, 5, 6, 7, 13, 17, 63, 64, 65, 100})
+    for (std::int64_t kv : {1, 2, 15, 16, 17, 33, 40}) {
+      // A: `lines` rows; B: `lines` columns. Element (line, k) at base[line·line stride +
+      // k·k stride], base = source + 40 so that a negative k stride stays inside.
+      for (bool b_side : {false, true}) {
+        const int width = b_side ? kernel.nr : kernel.mr;
+        const std::int64_t panels = (lines + width - 1) / width;
+        for (Strides st : {Strides{kv + 3, 1}, Strides{1, lines + 2}, Strides{kv, 1}, Strides{0, 1},
+                           Strides{kv + 1, -1}}) {
+          const float* base = source.data() + 40;
+          ASSERT_LE(40 + (lines - 1) * std::abs(st.line) + (kv - 1) * std::abs(st.k),
+                    static_cast<std::int64_t>(source.size()));
+          SCOPED_TRACE(::testing::Message()
+                       << "isa " << int(isa) << (b_side ? " B" : " A") << " lines " << lines
+                       << " kv " << kv << " line stride " << st.line << " k stride " << st.k);
+          const std::size_t size = static_cast<std::size_t>(panels * width * kv + kGuard);
+          std::vector<float> want(size, kUntouched), got(size, kUntouched);
+          for (std::int64_t p = 0; p < panels; ++p)
+            for (std::int64_t k = 0; k < kv; ++k)
+              for (int i = 0; i < width; ++i) {
+                const std::int64_t line = p * width + i;
+                want[static_cast<std::size_t>((p * kv + k) * width + i)] =
+                    line < lines ? base[line * st.line + k * st.k] : 0.0f;
+              }
+          if (b_side) {
+            // B's rows are k: element (k, column) at base[k·rs + column·cs].
+            kernel.pack_b(StridedBlock<float>{base, st.k, st.line}, kv, lines, width, got.data());
+          } else {
+            kernel.pack_a(StridedBlock<float>{base, st.line, st.k}, lines, kv, width, got.data());
           }
+          ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * size));
         }
       }
-  }
+    }
 }
 
 // The integer packs of every instruction set this machine runs against the panel layout of
@@ -298,7 +324,7 @@ TEST(GemmCpuKernels, F32PacksMatchThePanelLayout) {
 // int16 B as k pairs per column in a high (>> 8) and a low (& 255) plane; zeros past the lines and
 // after an odd last k; nothing written past the panels. The same strides as the f32 test, and
 // k counts on both sides of the vector packs' 32-value blocks.
-TEST(GemmCpuKernels, IntPacksMatchThePanelLayout) {
+TEST_P(GemmCpuKernelsOnIsa, IntPacksMatchThePanelLayout) {
   using flexkit::backend::cpu::gemm_detail::kernels_for;
   using flexkit::backend::cpu::gemm_detail::StridedBlock;
   std::mt19937 rng(98);
@@ -310,53 +336,51 @@ TEST(GemmCpuKernels, IntPacksMatchThePanelLayout) {
   struct Strides {
     std::int64_t line, k;
   };
-  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
-    if (isa > gemm_hardware_isa()) continue;
-    const auto kernels = kernels_for(isa);
-    for (const auto& kernel : {kernels.flex16, kernels.u8})
-      for (std::int64_t lines : {1, 5, 6, 7, 13, 17, 31, 32, 33, 64, 65, 100})
-        for (std::int64_t kv : {1, 2, 15, 16, 17, 31, 32, 33, 40, 64, 65}) {
-          for (bool b_side : {false, true}) {
-            if (b_side && kernel.planes != 2) continue;  // a u8 B always packs portably
-            const int width = b_side ? kernel.nr : kernel.mr;
-            const int planes = b_side ? 2 : 1;
-            const std::int64_t panels = (lines + width - 1) / width, pairs = (kv + 1) / 2;
-            for (Strides st : {Strides{kv + 3, 1}, Strides{1, lines + 2}, Strides{kv, 1},
-                               Strides{0, 1}, Strides{kv + 1, -1}}) {
-              const std::int16_t* base = source.data() + 80;
-              ASSERT_LE(80 + (lines - 1) * std::abs(st.line) + (kv - 1) * std::abs(st.k),
-                        static_cast<std::int64_t>(source.size()));
-              SCOPED_TRACE(::testing::Message()
-                           << "isa " << int(isa) << " planes " << kernel.planes
-                           << (b_side ? " B" : " A") << " lines " << lines << " kv " << kv
-                           << " line stride " << st.line << " k stride " << st.k);
-              const std::size_t size =
-                  static_cast<std::size_t>(panels * pairs * planes * width * 2 + kGuard);
-              std::vector<std::int16_t> want(size, kUntouched), got(size, kUntouched);
-              for (std::int64_t p = 0; p < panels; ++p)
-                for (std::int64_t pair = 0; pair < pairs; ++pair)
-                  for (int q = 0; q < planes; ++q)
-                    for (int i = 0; i < width; ++i)
-                      for (int half = 0; half < 2; ++half) {
-                        const std::int64_t line = p * width + i, k = 2 * pair + half;
-                        const int v = line < lines && k < kv ? base[line * st.line + k * st.k] : 0;
-                        const int plane_value = !b_side ? v : q == 0 ? v >> 8 : v & 255;
-                        want[static_cast<std::size_t>(
-                            (((p * pairs + pair) * planes + q) * width + i) * 2 + half)] =
-                            static_cast<std::int16_t>(plane_value);
-                      }
-              if (b_side) {
-                kernel.pack_b(StridedBlock<std::int16_t>{base, st.k, st.line}, kv, lines, width,
-                              got.data());
-              } else {
-                kernel.pack_a(StridedBlock<std::int16_t>{base, st.line, st.k}, lines, kv, width,
-                              got.data());
-              }
-              ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(std::int16_t) * size));
+  const GemmIsa isa = this->isa();
+  const auto kernels = kernels_for(isa);
+  for (const auto& kernel : {kernels.flex16, kernels.u8})
+    for (std::int64_t lines : {1, 5, 6, 7, 13, 17, 31, 32, 33, 64, 65, 100})
+      for (std::int64_t kv : {1, 2, 15, 16, 17, 31, 32, 33, 40, 64, 65}) {
+        for (bool b_side : {false, true}) {
+          if (b_side && kernel.planes != 2) continue;  // a u8 B always packs portably
+          const int width = b_side ? kernel.nr : kernel.mr;
+          const int planes = b_side ? 2 : 1;
+          const std::int64_t panels = (lines + width - 1) / width, pairs = (kv + 1) / 2;
+          for (Strides st : {Strides{kv + 3, 1}, Strides{1, lines + 2}, Strides{kv, 1},
+                             Strides{0, 1}, Strides{kv + 1, -1}}) {
+            const std::int16_t* base = source.data() + 80;
+            ASSERT_LE(80 + (lines - 1) * std::abs(st.line) + (kv - 1) * std::abs(st.k),
+                      static_cast<std::int64_t>(source.size()));
+            SCOPED_TRACE(::testing::Message()
+                         << "isa " << int(isa) << " planes " << kernel.planes
+                         << (b_side ? " B" : " A") << " lines " << lines << " kv " << kv
+                         << " line stride " << st.line << " k stride " << st.k);
+            const std::size_t size =
+                static_cast<std::size_t>(panels * pairs * planes * width * 2 + kGuard);
+            std::vector<std::int16_t> want(size, kUntouched), got(size, kUntouched);
+            for (std::int64_t p = 0; p < panels; ++p)
+              for (std::int64_t pair = 0; pair < pairs; ++pair)
+                for (int q = 0; q < planes; ++q)
+                  for (int i = 0; i < width; ++i)
+                    for (int half = 0; half < 2; ++half) {
+                      const std::int64_t line = p * width + i, k = 2 * pair + half;
+                      const int v = line < lines && k < kv ? base[line * st.line + k * st.k] : 0;
+                      const int plane_value = !b_side ? v : q == 0 ? v >> 8 : v & 255;
+                      want[static_cast<std::size_t>(
+                          (((p * pairs + pair) * planes + q) * width + i) * 2 + half)] =
+                          static_cast<std::int16_t>(plane_value);
+                    }
+            if (b_side) {
+              kernel.pack_b(StridedBlock<std::int16_t>{base, st.k, st.line}, kv, lines, width,
+                            got.data());
+            } else {
+              kernel.pack_a(StridedBlock<std::int16_t>{base, st.line, st.k}, lines, kv, width,
+                            got.data());
             }
+            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(std::int16_t) * size));
           }
         }
-  }
+      }
 }
 
 // The SIMD instruction sets' row rounding (the integer-only store epilogue; the scalar set's is
@@ -364,7 +388,8 @@ TEST(GemmCpuKernels, IntPacksMatchThePanelLayout) {
 // its edges: exact ties (to even, both signs), one above and below them, the int16 saturation
 // bounds, and the largest exact sums; every row length 1 … 64, so every vector tail; nothing
 // written past the row.
-TEST(GemmCpuKernels, RoundRowMatchesPortableRounding) {
+TEST_P(GemmCpuKernelsOnSimdIsa, RoundRowMatchesPortableRounding) {
+  const GemmIsa isa = this->isa();
   using flexkit::backend::cpu::gemm_detail::kernels_for;
   using flexkit::backend::cpu::gemm_detail::RowStats;
   constexpr std::int64_t kLimit = std::int64_t{1} << 62;  // exact sums stay below it
@@ -393,23 +418,95 @@ TEST(GemmCpuKernels, RoundRowMatchesPortableRounding) {
     add(0, -kLimit + 1);
     for (int i = 0; i < 64; ++i) add(0, static_cast<std::int64_t>(rng()) >> (1 + rng() % 62));
     const portable::GemmEpilogue e = integer_epilogue(s);
-    for (GemmIsa isa : {GemmIsa::avx2, GemmIsa::avx512}) {
-      if (isa > gemm_hardware_isa()) continue;
-      SCOPED_TRACE(::testing::Message() << "isa " << int(isa));
-      const auto round_row = kernels_for(isa).round_row;
-      ASSERT_NE(round_row, nullptr);
-      for (std::size_t start = 0; start < values.size(); start += 37) {
+    SCOPED_TRACE(::testing::Message() << "isa " << int(isa));
+    const auto round_row = kernels_for(isa).round_row;
+    ASSERT_NE(round_row, nullptr);
+    for (std::size_t start = 0; start < values.size(); start += 37) {
+      for (int nv = 1; nv <= 64; ++nv) {
+        std::int64_t acc[64];
+        for (int j = 0; j < nv; ++j) acc[j] = values[(start + j) % values.size()];
+        std::int16_t m[65];
+        std::fill(std::begin(m), std::end(m), std::int16_t{-7});
+        const RowStats got = round_row(e, acc, nv, m);
+        portable::GemmStats want = portable::gemm_stats_identity();
+        for (int j = 0; j < nv; ++j) {
+          const portable::Flex16Code code = portable::gemm_flex16_result(e, acc[j], 0);
+          portable::gemm_stats_store(want, code);
+          ASSERT_EQ(m[j], code.m) << "acc " << acc[j] << " nv " << nv;
+        }
+        ASSERT_EQ(m[nv], -7) << "written past the row, nv " << nv;
+        ASSERT_EQ(got.max_abs, want.max_abs_m) << "nv " << nv;
+        ASSERT_EQ(static_cast<std::uint64_t>(got.saturated), want.saturated) << "nv " << nv;
+      }
+    }
+  }
+}
+
+// The same for the rounding from one call's int32 plane sums (the single-k-block path): every
+// accumulator is fed as several (h, l) splits, 256·h + l, with l from 0 … 255 up to ±2^30, and
+// as a one-plane sum where it fits int32; every scale the path takes, every row length.
+TEST_P(GemmCpuKernelsOnIsa, RoundPlanesRowMatchesPortableRounding) {
+  using flexkit::backend::cpu::gemm_detail::kernels_for;
+  using flexkit::backend::cpu::gemm_detail::planes_round_fits;
+  using flexkit::backend::cpu::gemm_detail::RowStats;
+  std::mt19937_64 rng(9);
+  const GemmIsa isa = this->isa();
+  const auto round = kernels_for(isa).round_planes_row;
+  if (round == nullptr) GTEST_SKIP() << isa_name(isa) << " has no plane-sum row rounding";
+  SCOPED_TRACE(::testing::Message() << "isa " << int(isa));
+  for (int planes : {1, 2}) {
+    for (int s = 1; s <= 40; ++s) {
+      const portable::GemmEpilogue e = integer_epilogue(s);
+      if (!planes_round_fits(e, planes)) continue;
+      SCOPED_TRACE(::testing::Message() << "planes " << planes << " scale " << s);
+      // Accumulators around ties and the saturation bounds, inside the range one call sums:
+      // |acc| < 2^38 (two planes), < 2^31 (one).
+      const std::int64_t limit = planes == 2 ? std::int64_t{1} << 38 : std::int64_t{1} << 31;
+      std::vector<std::int64_t> accs;
+      const std::int64_t half = std::int64_t{1} << (s - 1);
+      for (std::int64_t q : {0, 1, -1, 2, -2, 3, -3, 12345, -12345, 32766, 32767, 32768, -32767,
+                             -32768, -32769, 65536, -65536})
+        for (std::int64_t d : {-1, 0, 1})
+          for (std::int64_t at :
+               {q * 2 * half + d, q * 2 * half + half + d, q * 2 * half - half + d})
+            if (at > -limit && at < limit) accs.push_back(at);
+      for (int i = 0; i < 64; ++i)
+        accs.push_back(static_cast<std::int64_t>(rng() % std::uint64_t(2 * limit - 1)) -
+                       (limit - 1));
+      std::vector<std::int32_t> hs, ls;
+      std::vector<std::int64_t> want_acc;
+      for (std::int64_t acc : accs) {
+        if (planes == 1) {
+          hs.push_back(static_cast<std::int32_t>(acc));
+          want_acc.push_back(acc);
+          continue;
+        }
+        for (std::int64_t shift :
+             {std::int64_t{0}, std::int64_t{1} << 22, -(std::int64_t{1} << 22), std::int64_t{3}}) {
+          const std::int64_t h = (acc >> 8) - shift, l = (acc & 255) + 256 * shift;
+          hs.push_back(static_cast<std::int32_t>(h));
+          ls.push_back(static_cast<std::int32_t>(l));
+          want_acc.push_back(acc);
+        }
+      }
+      for (std::size_t start = 0; start < hs.size(); start += 29) {
         for (int nv = 1; nv <= 64; ++nv) {
+          std::int32_t h[64], l[64];
           std::int64_t acc[64];
-          for (int j = 0; j < nv; ++j) acc[j] = values[(start + j) % values.size()];
+          for (int j = 0; j < nv; ++j) {
+            const std::size_t at = (start + j) % hs.size();
+            h[j] = hs[at];
+            l[j] = planes == 2 ? ls[at] : 0;
+            acc[j] = want_acc[at];
+          }
           std::int16_t m[65];
           std::fill(std::begin(m), std::end(m), std::int16_t{-7});
-          const RowStats got = round_row(e, acc, nv, m);
+          const RowStats got = round(e, h, planes == 2 ? l : nullptr, nv, m);
           portable::GemmStats want = portable::gemm_stats_identity();
           for (int j = 0; j < nv; ++j) {
             const portable::Flex16Code code = portable::gemm_flex16_result(e, acc[j], 0);
             portable::gemm_stats_store(want, code);
-            ASSERT_EQ(m[j], code.m) << "acc " << acc[j] << " nv " << nv;
+            ASSERT_EQ(m[j], code.m) << "acc " << acc[j] << " h " << h[j] << " l " << l[j];
           }
           ASSERT_EQ(m[nv], -7) << "written past the row, nv " << nv;
           ASSERT_EQ(got.max_abs, want.max_abs_m) << "nv " << nv;
@@ -420,84 +517,7 @@ TEST(GemmCpuKernels, RoundRowMatchesPortableRounding) {
   }
 }
 
-// The same for the rounding from one call's int32 plane sums (the single-k-block path): every
-// accumulator is fed as several (h, l) splits, 256·h + l, with l from 0 … 255 up to ±2^30, and
-// as a one-plane sum where it fits int32; every scale the path takes, every row length.
-TEST(GemmCpuKernels, RoundPlanesRowMatchesPortableRounding) {
-  using flexkit::backend::cpu::gemm_detail::kernels_for;
-  using flexkit::backend::cpu::gemm_detail::planes_round_fits;
-  using flexkit::backend::cpu::gemm_detail::RowStats;
-  std::mt19937_64 rng(9);
-  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
-    if (isa > gemm_hardware_isa()) continue;
-    const auto round = kernels_for(isa).round_planes_row;
-    if (round == nullptr) continue;
-    SCOPED_TRACE(::testing::Message() << "isa " << int(isa));
-    for (int planes : {1, 2}) {
-      for (int s = 1; s <= 40; ++s) {
-        const portable::GemmEpilogue e = integer_epilogue(s);
-        if (!planes_round_fits(e, planes)) continue;
-        SCOPED_TRACE(::testing::Message() << "planes " << planes << " scale " << s);
-        // Accumulators around ties and the saturation bounds, inside the range one call sums:
-        // |acc| < 2^38 (two planes), < 2^31 (one).
-        const std::int64_t limit = planes == 2 ? std::int64_t{1} << 38 : std::int64_t{1} << 31;
-        std::vector<std::int64_t> accs;
-        const std::int64_t half = std::int64_t{1} << (s - 1);
-        for (std::int64_t q : {0, 1, -1, 2, -2, 3, -3, 12345, -12345, 32766, 32767, 32768, -32767,
-                               -32768, -32769, 65536, -65536})
-          for (std::int64_t d : {-1, 0, 1})
-            for (std::int64_t at :
-                 {q * 2 * half + d, q * 2 * half + half + d, q * 2 * half - half + d})
-              if (at > -limit && at < limit) accs.push_back(at);
-        for (int i = 0; i < 64; ++i)
-          accs.push_back(static_cast<std::int64_t>(rng() % std::uint64_t(2 * limit - 1)) -
-                         (limit - 1));
-        std::vector<std::int32_t> hs, ls;
-        std::vector<std::int64_t> want_acc;
-        for (std::int64_t acc : accs) {
-          if (planes == 1) {
-            hs.push_back(static_cast<std::int32_t>(acc));
-            want_acc.push_back(acc);
-            continue;
-          }
-          for (std::int64_t shift : {std::int64_t{0}, std::int64_t{1} << 22,
-                                     -(std::int64_t{1} << 22), std::int64_t{3}}) {
-            const std::int64_t h = (acc >> 8) - shift, l = (acc & 255) + 256 * shift;
-            hs.push_back(static_cast<std::int32_t>(h));
-            ls.push_back(static_cast<std::int32_t>(l));
-            want_acc.push_back(acc);
-          }
-        }
-        for (std::size_t start = 0; start < hs.size(); start += 29) {
-          for (int nv = 1; nv <= 64; ++nv) {
-            std::int32_t h[64], l[64];
-            std::int64_t acc[64];
-            for (int j = 0; j < nv; ++j) {
-              const std::size_t at = (start + j) % hs.size();
-              h[j] = hs[at];
-              l[j] = planes == 2 ? ls[at] : 0;
-              acc[j] = want_acc[at];
-            }
-            std::int16_t m[65];
-            std::fill(std::begin(m), std::end(m), std::int16_t{-7});
-            const RowStats got = round(e, h, planes == 2 ? l : nullptr, nv, m);
-            portable::GemmStats want = portable::gemm_stats_identity();
-            for (int j = 0; j < nv; ++j) {
-              const portable::Flex16Code code = portable::gemm_flex16_result(e, acc[j], 0);
-              portable::gemm_stats_store(want, code);
-              ASSERT_EQ(m[j], code.m) << "acc " << acc[j] << " h " << h[j] << " l " << l[j];
-            }
-            ASSERT_EQ(m[nv], -7) << "written past the row, nv " << nv;
-            ASSERT_EQ(got.max_abs, want.max_abs_m) << "nv " << nv;
-            ASSERT_EQ(static_cast<std::uint64_t>(got.saturated), want.saturated) << "nv " << nv;
-          }
-        }
-      }
-    }
-  }
-}
-
-TEST(GemmCpuKernels, SpecDiscriminator) {
+TEST_P(GemmCpuKernelsOnIsa, SpecDiscriminator) {
   // A = [32767, −32767, 1], B = [32767, 32767, 1]ᵀ, iwl 15 everywhere: the exact answer is 1.
   std::int16_t a[3] = {32767, -32767, 1}, b[3] = {32767, 32767, 1}, c[1] = {-5};
   GemmProblem p;
@@ -506,17 +526,16 @@ TEST(GemmCpuKernels, SpecDiscriminator) {
   p.b = {b, ElementKind::flex16, 1, 1, 0};
   p.c = {c, ElementKind::flex16, 1, 1, 0};
   p.epilogue = integer_epilogue(15 + 15 - 30);
-  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
-    c[0] = -5;
-    const auto s = gemm_cpu_with_isa(p, isa);
-    EXPECT_EQ(c[0], 1);
-    EXPECT_EQ(s.max_abs_m, 1);
-    EXPECT_EQ(s.saturated, 0u);
-  }
+  const GemmIsa isa = this->isa();
+  c[0] = -5;
+  const auto s = gemm_cpu_with_isa(p, isa);
+  EXPECT_EQ(c[0], 1);
+  EXPECT_EQ(s.max_abs_m, 1);
+  EXPECT_EQ(s.saturated, 0u);
 }
 
 // Every A and B entry −32768 (each vpmaddwd pair would be 2^31) over K = 2^20: acc = 2^50.
-TEST(GemmCpuKernels, AllMinimumLongK) {
+TEST_P(GemmCpuKernelsOnIsa, AllMinimumLongK) {
   const std::int64_t k = std::int64_t{1} << 20, m = 2, n = 3;
   std::vector<std::int16_t> a(m * k, -32768), b(k * n, -32768), c(m * n, 7);
   for (std::int64_t kk = 0; kk < k; ++kk) b[kk * n + 2] = 32767;  // one column negative
@@ -526,28 +545,27 @@ TEST(GemmCpuKernels, AllMinimumLongK) {
   p.b = {b.data(), ElementKind::flex16, n, 1, 0};
   p.c = {c.data(), ElementKind::flex16, n, 1, 0};
   const std::int64_t pos = std::int64_t{1} << 50, neg = -(std::int64_t{32768} * 32767) << 20;
-  for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
-    p.mode = EpilogueMode::measure;
-    p.epilogue = integer_epilogue(0);
-    std::fill(c.begin(), c.end(), 7);
-    auto s = gemm_cpu_with_isa(p, isa);
-    EXPECT_EQ(s.acc_max, pos);
-    EXPECT_EQ(s.acc_min, neg);
-    EXPECT_TRUE(std::all_of(c.begin(), c.end(), [](std::int16_t v) { return v == 7; }));
-    p.mode = EpilogueMode::store;
-    p.epilogue = integer_epilogue(36);  // 2^50 · 2^−36 = 2^14
-    s = gemm_cpu_with_isa(p, isa);
-    for (std::int64_t i = 0; i < m; ++i) {
-      EXPECT_EQ(c[i * n + 0], 16384);
-      EXPECT_EQ(c[i * n + 1], 16384);
-      EXPECT_EQ(c[i * n + 2], portable::gemm_round_shift(neg, 36).m);
-    }
-    EXPECT_EQ(s.max_abs_m, 16384);
-    EXPECT_EQ(s.saturated, 0u);
+  const GemmIsa isa = this->isa();
+  p.mode = EpilogueMode::measure;
+  p.epilogue = integer_epilogue(0);
+  std::fill(c.begin(), c.end(), 7);
+  auto s = gemm_cpu_with_isa(p, isa);
+  EXPECT_EQ(s.acc_max, pos);
+  EXPECT_EQ(s.acc_min, neg);
+  EXPECT_TRUE(std::all_of(c.begin(), c.end(), [](std::int16_t v) { return v == 7; }));
+  p.mode = EpilogueMode::store;
+  p.epilogue = integer_epilogue(36);  // 2^50 · 2^−36 = 2^14
+  s = gemm_cpu_with_isa(p, isa);
+  for (std::int64_t i = 0; i < m; ++i) {
+    EXPECT_EQ(c[i * n + 0], 16384);
+    EXPECT_EQ(c[i * n + 1], 16384);
+    EXPECT_EQ(c[i * n + 2], portable::gemm_round_shift(neg, 36).m);
   }
+  EXPECT_EQ(s.max_abs_m, 16384);
+  EXPECT_EQ(s.saturated, 0u);
 }
 
-TEST(GemmCpuKernels, OddSizesAllPatterns) {
+TEST_P(GemmCpuKernelsOnIsa, OddSizesAllPatterns) {
   const Pattern patterns[] = {Pattern::row_major, Pattern::col_major, Pattern::stepped,
                               Pattern::reversed, Pattern::reversed_col_stepped};
   const std::int64_t sizes[][3] = {{1, 1, 1},     {7, 1, 127},   {1, 129, 7},  {127, 7, 129},
@@ -563,36 +581,36 @@ TEST(GemmCpuKernels, OddSizesAllPatterns) {
         c.b_u8 = seed % 3 == 0;
         // A scale where some outputs saturate and some round.
         c.epilogue = integer_epilogue(16 + static_cast<int>(seed % 8));
-        check_int_case(c, seed++);
+        check_int_case(c, seed++, isa());
       }
     }
   }
 }
 
-TEST(GemmCpuKernels, BatchedAndBroadcast) {
+TEST_P(GemmCpuKernelsOnIsa, BatchedAndBroadcast) {
   IntCase c;
   c.batch = 3, c.m = 19, c.n = 45, c.k = 300;
   for (bool u8 : {false, true}) {
     c.b_u8 = u8;
     c.pa = Pattern::broadcast, c.pb = Pattern::stepped, c.pc = Pattern::reversed;
-    check_int_case(c, 11);
+    check_int_case(c, 11, isa());
     c.pa = Pattern::col_major, c.pb = Pattern::broadcast, c.pc = Pattern::stepped;
-    check_int_case(c, 12);
+    check_int_case(c, 12, isa());
   }
 }
 
 // Tall and narrow: the planner splits rows across threads (when there is more than one).
-TEST(GemmCpuKernels, RowPartsSplit) {
+TEST_P(GemmCpuKernelsOnIsa, RowPartsSplit) {
   IntCase c;
   c.m = 300, c.n = 5, c.k = 300;
   c.pa = Pattern::stepped, c.pb = Pattern::reversed, c.pc = Pattern::col_major;
   c.epilogue = integer_epilogue(20);
-  check_int_case(c, 31);
+  check_int_case(c, 31, isa());
   c.b_u8 = true;
-  check_int_case(c, 32);
+  check_int_case(c, 32, isa());
 }
 
-TEST(GemmCpuKernels, EpilogueVariants) {
+TEST_P(GemmCpuKernelsOnIsa, EpilogueVariants) {
   using portable::GemmOutKind;
   IntCase c;
   c.batch = 2, c.m = 37, c.n = 70, c.k = 513;
@@ -603,19 +621,19 @@ TEST(GemmCpuKernels, EpilogueVariants) {
     c.out = ElementKind::flex16;
     c.epilogue = double_epilogue(GemmOutKind::flex16, 0.75, 1.0, -30, -3, 15 - 20);
     c.mode = EpilogueMode::store;
-    check_int_case(c, 21);
+    check_int_case(c, 21, isa());
     c.mode = EpilogueMode::measure;
-    check_int_case(c, 22);
+    check_int_case(c, 22, isa());
     // Integer-only measure.
     c.epilogue = integer_epilogue(20);
-    check_int_case(c, 23);
+    check_int_case(c, 23, isa());
     // f32 outputs, with and without beta.
     c.mode = EpilogueMode::store;
     c.out = ElementKind::f32;
     c.epilogue = double_epilogue(GemmOutKind::f32, 1.0, 0.0, -30, 0, 0);
-    check_int_case(c, 24);
+    check_int_case(c, 24, isa());
     c.epilogue = double_epilogue(GemmOutKind::f32, -2.0, 0.5, -28, 0, 0);
-    check_int_case(c, 25);
+    check_int_case(c, 25, isa());
   }
 }
 
@@ -633,7 +651,7 @@ TEST(GemmCpuKernels, F32BetaZeroIgnoresNaN) {
   for (float v : c) EXPECT_EQ(v, 8.0f);
 }
 
-TEST(GemmCpuKernels, F32AgainstDouble) {
+TEST_P(GemmCpuKernelsOnIsa, F32AgainstDouble) {
   const Pattern patterns[] = {Pattern::row_major, Pattern::col_major, Pattern::stepped,
                               Pattern::reversed_col_stepped};
   const std::int64_t sizes[][4] = {
@@ -658,48 +676,52 @@ TEST(GemmCpuKernels, F32AgainstDouble) {
         p.a = {a.data() + la.offset, ElementKind::f32, la.rs, la.cs, la.bs};
         p.b = {b.data() + lb.offset, ElementKind::f32, lb.rs, lb.cs, lb.bs};
         p.alpha = alpha, p.beta = beta;
-        std::vector<float> first;
-        for (GemmIsa isa : {GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512}) {
-          if (isa > gemm_hardware_isa()) continue;
-          std::vector<float> c = c0;
-          p.c = {c.data() + lc.offset, ElementKind::f32, lc.rs, lc.cs, lc.bs};
-          gemm_cpu_with_isa(p, isa);
-          for (std::int64_t bi = 0; bi < batch; ++bi)
-            for (std::int64_t i = 0; i < m; ++i)
-              for (std::int64_t j = 0; j < n; ++j) {
-                double ref = 0, mag = 0;
-                for (std::int64_t kk = 0; kk < k; ++kk) {
-                  const double t = double(a[la.at(bi, i, kk)]) * b[lb.at(bi, kk, j)];
-                  ref += t;
-                  mag += std::fabs(t);
-                }
-                const double old = c0[lc.at(bi, i, j)];
-                ref = alpha * ref + beta * old;
-                mag = std::fabs(alpha) * mag + std::fabs(beta * old);
-                const double tol = (double(k) + 3) * std::ldexp(1.0, -24) * mag + 1e-30;
-                ASSERT_NEAR(c[lc.at(bi, i, j)], ref, tol) << "isa " << int(isa);
+        const GemmIsa isa = this->isa();
+        std::vector<float> c = c0;
+        p.c = {c.data() + lc.offset, ElementKind::f32, lc.rs, lc.cs, lc.bs};
+        gemm_cpu_with_isa(p, isa);
+        for (std::int64_t bi = 0; bi < batch; ++bi)
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+              double ref = 0, mag = 0;
+              for (std::int64_t kk = 0; kk < k; ++kk) {
+                const double t = double(a[la.at(bi, i, kk)]) * b[lb.at(bi, kk, j)];
+                ref += t;
+                mag += std::fabs(t);
               }
-          // Elements outside the view are untouched.
-          std::vector<bool> viewed(c.size(), false);
-          for (std::int64_t bi = 0; bi < batch; ++bi)
-            for (std::int64_t i = 0; i < m; ++i)
-              for (std::int64_t j = 0; j < n; ++j) viewed[lc.at(bi, i, j)] = true;
-          for (std::size_t idx = 0; idx < c.size(); ++idx)
-            if (!viewed[idx]) {
-              ASSERT_EQ(c[idx], c0[idx]);
+              const double old = c0[lc.at(bi, i, j)];
+              ref = alpha * ref + beta * old;
+              mag = std::fabs(alpha) * mag + std::fabs(beta * old);
+              const double tol = (double(k) + 3) * std::ldexp(1.0, -24) * mag + 1e-30;
+              ASSERT_NEAR(c[lc.at(bi, i, j)], ref, tol) << "isa " << int(isa);
             }
-          // Every instruction set runs the same fma chain: bit-identical f32 results.
-          if (first.empty()) {
-            first = c;
-          } else {
-            EXPECT_EQ(0, std::memcmp(first.data(), c.data(), sizeof(float) * c.size()))
-                << "isa " << int(isa);
+        // Elements outside the view are untouched.
+        std::vector<bool> viewed(c.size(), false);
+        for (std::int64_t bi = 0; bi < batch; ++bi)
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) viewed[lc.at(bi, i, j)] = true;
+        for (std::size_t idx = 0; idx < c.size(); ++idx)
+          if (!viewed[idx]) {
+            ASSERT_EQ(c[idx], c0[idx]);
           }
+        // Every instruction set runs the same fma chain: bit-identical f32 results.
+        if (isa != GemmIsa::scalar) {
+          std::vector<float> scalar = c0;
+          p.c = {scalar.data() + lc.offset, ElementKind::f32, lc.rs, lc.cs, lc.bs};
+          gemm_cpu_with_isa(p, GemmIsa::scalar);
+          EXPECT_EQ(0, std::memcmp(scalar.data(), c.data(), sizeof(float) * c.size()))
+              << "isa " << isa_name(isa) << " against scalar";
         }
       }
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, GemmCpuKernelsOnIsa,
+                         ::testing::Values(GemmIsa::scalar, GemmIsa::avx2, GemmIsa::avx512),
+                         isa_test_name);
+INSTANTIATE_TEST_SUITE_P(Isa, GemmCpuKernelsOnSimdIsa,
+                         ::testing::Values(GemmIsa::avx2, GemmIsa::avx512), isa_test_name);
 
 }  // namespace
 

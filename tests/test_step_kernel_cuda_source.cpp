@@ -15,7 +15,7 @@
 #include "backend/cuda/kernel_cache.hpp"
 #include "codegen/cuda_step_kernel_source.hpp"
 #include "flexkit/error.hpp"
-#include "snn/step_kernel.hpp"
+#include "ir/step_kernel.hpp"
 
 namespace flexkit::snn {
 namespace {
@@ -248,7 +248,7 @@ TEST_F(StepKernelSource, SourceFollowsDTypesAndOpsButNotInitialValues) {
   StepKernel per_neuron = with_param;
   per_neuron.params[0].per_neuron = true;
   EXPECT_NE(cuda_step_kernel_source(with_param), cuda_step_kernel_source(per_neuron));
-  EXPECT_NE(codegen::step_kernel_structure(with_param), codegen::step_kernel_structure(per_neuron));
+  EXPECT_NE(step_kernel_structure(with_param), step_kernel_structure(per_neuron));
 
   StepKernel other_alpha = everything();
   for (StepInstr& in : other_alpha.body.instrs)
@@ -260,7 +260,7 @@ TEST_F(StepKernelSource, SourceFollowsDTypesAndOpsButNotInitialValues) {
   StepKernel other_init = lif();
   other_init.carried[0].init_value = -65.0f;
   EXPECT_EQ(base, cuda_step_kernel_source(other_init));
-  EXPECT_EQ(codegen::step_kernel_structure(lif()), codegen::step_kernel_structure(other_init));
+  EXPECT_EQ(step_kernel_structure(lif()), step_kernel_structure(other_init));
   EXPECT_NE(to_string(lif()), to_string(other_init));
 }
 

@@ -244,7 +244,10 @@ int show(const Options& o) {
        {NeuronKernelKind::inference, NeuronKernelKind::inference_final_state,
         NeuronKernelKind::training_forward, NeuronKernelKind::backward}) {
     const std::string k(to_string(kind));
-    if (wanted("cuda")) section(k + " kernel: CUDA source", neuron.cuda_source(kind));
+    // Without the CUDA backend there is no CUDA source: left out of the default listing, an
+    // error when asked for.
+    if (wanted("cuda") && (cuda::built_with_cuda() || !o.sections.empty()))
+      section(k + " kernel: CUDA source", neuron.cuda_source(kind));
     if (wanted("cpu")) section(k + " kernel: CPU program", neuron.cpu_program(kind));
   }
   return 0;

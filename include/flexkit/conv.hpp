@@ -23,6 +23,7 @@
 
 #include "flexkit/array.hpp"
 #include "flexkit/expr.hpp"
+#include "flexkit/heavy_op_options.hpp"
 #include "flexkit/shape.hpp"
 
 namespace flexkit {
@@ -35,15 +36,6 @@ struct ConvParams {
   std::vector<std::int64_t> stride;    // ≥ 1
   std::vector<std::int64_t> dilation;  // ≥ 1: filter taps dil apart
   std::vector<std::int64_t> upscale;   // ≥ 1: the input repeated up times along the dim first
-};
-
-struct ConvOptions {
-  double alpha = 1.0;
-  double beta = 0.0;  // 0: the output is overwritten (never read); otherwise accumulated into
-  // flex16 outputs: `fixed` keeps the output's iwl (or sets `iwl` first); `exact` measures the
-  // result first (a second pass) and picks the smallest iwl that holds it.
-  IwlPolicy iwl_policy = IwlPolicy::fixed;
-  std::optional<int> iwl;
 };
 
 enum class ConvDirection { fprop, bprop, update };

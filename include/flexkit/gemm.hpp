@@ -9,17 +9,9 @@
 
 #include "flexkit/array.hpp"
 #include "flexkit/expr.hpp"
+#include "flexkit/heavy_op_options.hpp"
 
 namespace flexkit {
-
-struct DotOptions {
-  double alpha = 1.0;
-  double beta = 0.0;  // 0: out is overwritten (never read); otherwise accumulated into
-  // flex16 outputs: `fixed` keeps out's iwl (or sets `iwl` first); `exact` measures the result
-  // first (a second pass over the product) and picks the smallest iwl that holds it.
-  IwlPolicy iwl_policy = IwlPolicy::fixed;
-  std::optional<int> iwl;
-};
 
 // A (m, k) or (batch, m, k); B (k, n) or (batch, k, n); out (m, n) or (batch, m, n). A 2-d
 // operand beside a 3-d one is shared by every batch entry. Throws ShapeError (inner or outer

@@ -97,6 +97,7 @@ class Neuron {
   std::string forward_program() const;             // the lowered step body
   std::string backward_program() const;            // the derived backward step body
   std::vector<std::string> residual_plan() const;  // values stored per neuron-step
+  // The generated CUDA program; UnsupportedError in a build without the CUDA backend.
   std::string cuda_source(NeuronKernelKind kind) const;
   std::string cpu_program(NeuronKernelKind kind) const;
 

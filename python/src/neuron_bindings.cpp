@@ -121,9 +121,8 @@ struct Residuals {
   std::shared_ptr<const NeuronResiduals> residuals;
 };
 
-}  // namespace
-
-void bind_neuron(nb::module_& m) {
+// NeuronStorage, and the opaque residuals and the two result classes of a call.
+void bind_storage_and_results(nb::module_& m) {
   nb::class_<NeuronStorage>(m, "NeuronStorage",
                             "How a neuron call stores the sequences it writes: sequence_dtype\n"
                             "(outputs and state sequences: f32, bf16 or flex16), spike_dtype\n"
@@ -199,17 +198,11 @@ void bind_neuron(nb::module_& m) {
           "params", [](const NeuronGradients& g) { return named_arrays_to_dict(g.params); },
           "Learnable parameters' gradients, reduced over neurons and time in a fixed\n"
           "order (deterministic).");
+}
 
-  nb::class_<Neuron>(m, "Neuron",
-                     "A spiking neuron compiled into fused multi-step kernels: a single-step body\n"
-                     "in the neuron language (or a built-in) with its fixed parameters bound.\n"
-                     "A call runs all T steps in one kernel with the state in registers.\n\n"
-                     "    lif = fk.Neuron.builtin('lif', tau=2.0, v_reset=None)\n"
-                     "    f = lif.forward('training_forward', x)       # x: [T, *shape]\n"
-                     "    g = lif.backward(f.residuals, {'s': grad_s})  # g.inputs['x']\n\n"
-                     "Built-ins: if, lif, plif, alif, izhikevich, eif, qif. Settings use\n"
-                     "SpikingJelly's names: v_reset=None is the soft reset, decay_input=False,\n"
-                     "detach_reset=True, surrogate='atan(2)', init_tau (plif).")
+// How a neuron is made (built-ins, text, files, settings) and what it says about itself.
+void bind_construction_and_introspection(nb::class_<Neuron>& neuron) {
+  neuron
       .def_static(
           "builtin",
           [](const std::string& name, const nb::kwargs& settings) {
@@ -265,7 +258,12 @@ void bind_neuron(nb::module_& m) {
       .def(
           "cpu_program",
           [](const Neuron& n, const std::string& kind) { return n.cpu_program(kind_from(kind)); },
-          nb::arg("kind"))
+          nb::arg("kind"));
+}
+
+// forward and backward with dicts by name.
+void bind_calls(nb::class_<Neuron>& neuron) {
+  neuron
       .def(
           "forward",
           [](const Neuron& n, const std::string& kind, nb::handle inputs, nb::handle initial_states,
@@ -311,9 +309,13 @@ void bind_neuron(nb::module_& m) {
           nb::kw_only(), nb::arg("stream") = nb::none(),
           "The backward kernel over a training_forward's residuals: gradients by name of the\n"
           "output sequences (an array for a one-output neuron), of state sequences and of final\n"
-          "states (absent ones are zero). Returns NeuronGradients.")
-      // The per-call entry points of flexkit.torch: arrays (or DLPack capsules) in the neuron's
-      // own orders, lists out, so that a module call builds no dicts.
+          "states (absent ones are zero). Returns NeuronGradients.");
+}
+
+// The per-call entry points of flexkit.torch: arrays (or DLPack capsules) in the neuron's own
+// orders, lists out, so that a module call builds no dicts.
+void bind_torch_fast_paths(nb::class_<Neuron>& neuron) {
+  neuron
       .def(
           "_forward_lists",
           [](const Neuron& n, const std::string& kind, nb::list inputs, nb::list state_names,
@@ -364,7 +366,28 @@ void bind_neuron(nb::module_& m) {
             return nb::make_tuple(inputs, states, params);
           },
           nb::arg("residuals"), nb::arg("grad_outputs"), nb::arg("grad_finals"),
-          nb::arg("state_names"), nb::arg("param_names"), nb::arg("stream").none())
+          nb::arg("state_names"), nb::arg("param_names"), nb::arg("stream").none());
+}
+
+}  // namespace
+
+void bind_neuron(nb::module_& m) {
+  bind_storage_and_results(m);
+  nb::class_<Neuron> neuron(
+      m, "Neuron",
+      "A spiking neuron compiled into fused multi-step kernels: a single-step body\n"
+      "in the neuron language (or a built-in) with its fixed parameters bound.\n"
+      "A call runs all T steps in one kernel with the state in registers.\n\n"
+      "    lif = fk.Neuron.builtin('lif', tau=2.0, v_reset=None)\n"
+      "    f = lif.forward('training_forward', x)       # x: [T, *shape]\n"
+      "    g = lif.backward(f.residuals, {'s': grad_s})  # g.inputs['x']\n\n"
+      "Built-ins: if, lif, plif, alif, izhikevich, eif, qif. Settings use\n"
+      "SpikingJelly's names: v_reset=None is the soft reset, decay_input=False,\n"
+      "detach_reset=True, surrogate='atan(2)', init_tau (plif).");
+  bind_construction_and_introspection(neuron);
+  bind_calls(neuron);
+  bind_torch_fast_paths(neuron);
+  neuron
       .def("__repr__", [](const Neuron& n) { return "flexkit.Neuron('" + n.name() + "')"; })
       // Pickled as its canonical source, which holds every bound value: copy.deepcopy and
       // torch.save of a module holding a neuron work.

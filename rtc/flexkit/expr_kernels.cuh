@@ -1,4 +1,4 @@
-// Device code shared by every generated expression kernel (src/codegen/cuda_expr_source.cpp,
+// Device code shared by every generated expression kernel (src/codegen/cuda_expr_emit.cpp,
 // cuda_row_fused_source.cpp): the kernel parameter structs, vector access, flex16 statistics
 // and the reduction policies. Generated kernels are thin shells around these.
 #pragma once

@@ -1,13 +1,13 @@
 // The CUDA entry points of a build without a CUDA toolkit: nothing is found, and anything that
 // needs a device says why it cannot run.
 #include "backend/cuda/conv/conv_direct.hpp"
-#include "backend/device_memory.hpp"
+#include "backend/cuda/gemm_cuda_calls.hpp"
 #include "backend/expr_backend.hpp"
-#include "backend/strided_ops.hpp"
+#include "core/device_memory.hpp"
+#include "core/strided_ops.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
-#include "gemm/gemm_cuda_calls.hpp"
-#include "snn/step_kernel.hpp"
+#include "ir/step_kernel.hpp"
 
 namespace flexkit {
 namespace {

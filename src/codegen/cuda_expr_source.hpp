@@ -2,7 +2,10 @@
 // description of the stage first (kernel kind, coalesced layouts, access classes and the
 // structural cache key), and the source text only when the cache misses. Everything a kernel
 // needs that is not structure (pointers, sizes, strides, scalars, iwl values) is a kernel
-// parameter, so one compiled kernel serves every array with the same structure.
+// parameter, so one compiled kernel serves every array with the same structure. The stages live
+// apart: describing (cuda_expr_describe.cpp), the key (cuda_expr_key.cpp), the source
+// (cuda_expr_emit.cpp), launch planning (cuda_expr_launch.cpp) and the spellings the generators
+// share (cuda_expr_spellings.cpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -129,6 +132,10 @@ struct ExprKernel {
 // Describes `stage` for a CUDA launch: validates what codegen depends on (dtypes available on
 // CUDA, target shape) and throws DTypeError / ShapeError naming the stage otherwise.
 ExprKernel describe_stage(const ir::Stage& stage);
+
+// The structural cache key of a described kernel (what describe_stage stores in ExprKernel::key):
+// everything the generated source depends on, and no sizes, pointers or values.
+std::string expr_kernel_key(const ExprKernel& kernel, const ir::Program& body);
 
 // The complete CUDA C++ program (kernels kMainKernel and, for reductions, kCombineKernel) for
 // a described stage. `body` is the stage's program (its code and operand/scalar counts).

@@ -17,7 +17,7 @@
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/portable/neuron_ops.hpp"
-#include "snn/step_kernel.hpp"
+#include "ir/step_kernel.hpp"
 
 namespace flexkit::snn {
 namespace {
@@ -162,7 +162,7 @@ class Generator {
 
   void header() {
     os_.line("// flexkit step kernel ", comment_safe(k_.name), ", generated at run time.");
-    std::istringstream listing(codegen::step_kernel_structure(k_));
+    std::istringstream listing(step_kernel_structure(k_));
     for (std::string line; std::getline(listing, line);) os_.line("//   ", comment_safe(line));
     os_.line("// Carried initial values: carried_init[k][n], or carried_init_value[k] where that");
     os_.line("// pointer is null (kernel arguments, like T and N).");
@@ -487,21 +487,6 @@ void check_step_kernel(const StepKernel& k) {
       if (id < 0 || id >= n)
         throw ValueError(what(
             cat("an output refers to value %", id, ", which does not exist\n", snn::to_string(k))));
-}
-
-std::string step_kernel_structure(const StepKernel& kernel) {
-  std::istringstream listing(snn::to_string(kernel));
-  std::string out;
-  for (std::string line; std::getline(listing, line);) {
-    // Declarations of carried slots ("  carried 0 v (init 0)") end with the initial value.
-    if (line.rfind("  carried ", 0) == 0) {
-      const std::size_t init = line.rfind(" (init ");
-      if (init != std::string::npos) line.erase(init);
-    }
-    out += line;
-    out += '\n';
-  }
-  return out;
 }
 
 }  // namespace flexkit::codegen

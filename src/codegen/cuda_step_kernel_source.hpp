@@ -1,12 +1,20 @@
-// The CUDA form of a FlexSN step kernel (snn/step_kernel.hpp): the kernel parameter struct the
-// generated program and the launcher share, the slot limits it implies, and the structural key
-// under which a generated program is cached. Initial values of carried slots are parameters, so
-// kernels that differ only in them share one program.
+// The CUDA form of a FlexSN step kernel (ir/step_kernel.hpp): the kernel parameter struct the
+// generated program and the launcher share, and the slot limits it implies. Initial values of
+// carried slots are parameters, so kernels that differ only in them share one program (the cache
+// key is snn::step_kernel_structure).
 #pragma once
 #include <cstdint>
 #include <string>
 
-#include "snn/step_kernel.hpp"
+#include "ir/step_kernel.hpp"
+
+namespace flexkit::snn {
+
+// The generated CUDA program for a kernel (what run_step_kernel_cuda compiles; Neuron::cuda_source
+// shows it). Built with the CUDA backend only.
+std::string cuda_step_kernel_source(const StepKernel& kernel);
+
+}  // namespace flexkit::snn
 
 namespace flexkit::codegen {
 
@@ -45,9 +53,5 @@ static_assert(sizeof(StepKernelArgs) == 984, "the generated programs assume this
 // operand that is not an earlier instruction, a slot that does not exist, output lists of the wrong
 // length).
 void check_step_kernel(const snn::StepKernel& kernel);
-
-// to_string(kernel) without the carried slots' initial values: everything the generated
-// source depends on (the source embeds it), hence the kernel cache key.
-std::string step_kernel_structure(const snn::StepKernel& kernel);
 
 }  // namespace flexkit::codegen

@@ -23,6 +23,7 @@ namespace conv {
 
 using detail::cat;
 using gemm::ElementKind;
+using gemm::kind_of;
 
 Geometry geometry_of(const ConvPlan& plan) {
   Geometry g;
@@ -54,17 +55,6 @@ void require_defined(const char* operation, std::initializer_list<const Array*> 
 }
 
 namespace {
-
-ElementKind kind_of(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return ElementKind::f32;
-    case DType::flex16:
-      return ElementKind::flex16;
-    default:
-      return ElementKind::u8;
-  }
-}
 
 // A (C-or-K, [d0, [d1,]] d2, N-or-K) array as a 3-spatial-dim operand.
 Operand operand_of(const Array& x) {

@@ -8,9 +8,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/gemm_cpu.hpp"
 #include "backend/cpu/thread_pool.hpp"
 #include "conv/conv_lower.hpp"
-#include "gemm/gemm_cpu.hpp"
 
 namespace flexkit::conv {
 namespace {

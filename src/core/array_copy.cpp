@@ -1,9 +1,9 @@
 // Moving elements: host I/O, copies between devices, assign and fill.
 #include <cstring>
 
-#include "backend/strided_ops.hpp"
 #include "core/host_convert.hpp"
 #include "core/storage.hpp"
+#include "core/strided_ops.hpp"
 #include "core/text.hpp"
 #include "flexkit/array.hpp"
 #include "flexkit/error.hpp"

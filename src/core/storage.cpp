@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "backend/device_memory.hpp"
+#include "core/device_memory.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 

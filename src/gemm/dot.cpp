@@ -8,19 +8,20 @@
 #include <numeric>
 #include <vector>
 
+#include "backend/cpu/gemm_cpu.hpp"
+#include "backend/cuda/gemm_cuda_calls.hpp"
 #include "core/text.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/gemm.hpp"
 #include "gemm/exact_output.hpp"
-#include "gemm/gemm_cpu.hpp"
-#include "gemm/gemm_cuda_calls.hpp"
 
 namespace flexkit {
 namespace {
 
 using gemm::ElementKind;
 using gemm::GemmProblem;
+using gemm::kind_of;
 using portable::GemmStats;
 
 const char* const kCombinations =
@@ -29,17 +30,6 @@ const char* const kCombinations =
 
 std::string operands_text(const Array& a, const Array& b, const Array& out) {
   return detail::cat("A ", a.describe(), ", B ", b.describe(), ", out ", out.describe());
-}
-
-ElementKind kind_of(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return ElementKind::f32;
-    case DType::flex16:
-      return ElementKind::flex16;
-    default:
-      return ElementKind::u8;
-  }
 }
 
 struct Shapes {

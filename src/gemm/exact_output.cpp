@@ -26,6 +26,17 @@ std::pair<std::int64_t, std::int64_t> element_span(const Array& x) {
 
 }  // namespace
 
+ElementKind kind_of(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return ElementKind::f32;
+    case DType::flex16:
+      return ElementKind::flex16;
+    default:
+      return ElementKind::u8;
+  }
+}
+
 int operand_iwl(const Array& x) {
   return x.dtype() == DType::u8 ? 15 : x.iwl();
 }

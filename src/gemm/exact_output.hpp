@@ -4,16 +4,17 @@
 // keep an output from overwriting what the product still reads.
 #pragma once
 #include <cstdint>
-#include <memory>
 
+#include "backend/exact_stats.hpp"
+#include "backend/gemm_problem.hpp"
 #include "flexkit/array.hpp"
 #include "flexkit/portable/gemm_epilogue.hpp"
 
-namespace flexkit::detail {
-class PendingFlex16Stats;
-}
-
 namespace flexkit::gemm {
+
+// The element kind the backends see for an operand or output of `dtype` (f32, flex16, and u8 for
+// the byte dtypes).
+ElementKind kind_of(DType dtype);
 
 // The exponent an operand of an integer product contributes: a u8 byte counts as a mantissa at
 // iwl 15 (value = byte).
@@ -37,17 +38,6 @@ portable::GemmEpilogue make_epilogue(const ExactOutput& o, int out_iwl);
 // The smallest iwl at which a measured range (EpilogueMode::measure statistics) stores without
 // saturating; 0 when every value is 0, as flex16_choose_iwl does.
 int exact_iwl(const portable::GemmStats& measured, const ExactOutput& o);
-
-// The statistics of an integer product: `value` when known on return (the CPU, a measuring pass),
-// otherwise `pending`, which a device fills and the output's first statistics read waits for
-// (so a caller that never reads them never waits).
-struct ExactStats {
-  portable::GemmStats value = portable::gemm_stats_identity();
-  std::shared_ptr<detail::PendingFlex16Stats> pending;
-};
-inline ExactStats known_stats(const portable::GemmStats& value) {
-  return {value, nullptr};
-}
 
 // Records a finished flex16 write: the output storage's exponent and its statistics.
 void record_flex16_result(const Array& out, int out_iwl, const ExactStats& stats);

@@ -7,6 +7,9 @@
 #include "core/text.hpp"
 #include "flexkit/neuron.hpp"
 #include "snn/neuron_compiled.hpp"
+#if FLEXKIT_HAVE_CUDA
+#include "codegen/cuda_step_kernel_source.hpp"
+#endif
 
 namespace flexkit {
 
@@ -214,7 +217,13 @@ snn::StepKernel default_kernel(const snn::NeuronCompiled& neuron, NeuronKernelKi
 }  // namespace
 
 std::string Neuron::cuda_source(NeuronKernelKind kind) const {
+#if FLEXKIT_HAVE_CUDA
   return snn::cuda_step_kernel_source(default_kernel(*impl_, kind));
+#else
+  (void)kind;
+  throw UnsupportedError("Neuron::cuda_source: this build of flexkit has no CUDA backend "
+                         "(FLEXKIT_CUDA=OFF or no CUDA toolkit), so no CUDA code generator");
+#endif
 }
 
 std::string Neuron::cpu_program(NeuronKernelKind kind) const {

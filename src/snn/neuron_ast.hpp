@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/surrogate.hpp"
+
 namespace flexkit::snn {
 
 // 1-based line and column of the first character of a construct; 0:0 for built-in nodes.
@@ -19,16 +21,6 @@ struct SourcePos {
 // What a name in an expression refers to. A state read before its update in the body sees the
 // value from the previous step (kStateOld), after it the updated value (kStateNew).
 enum class NameKind : std::uint8_t { kInput, kStateOld, kStateNew, kParam, kTemp, kOutput };
-
-enum class Surrogate : std::uint8_t {
-  kSigmoid,
-  kAtan,
-  kPiecewiseQuadratic,
-  kPiecewiseExp,
-  kSoftSign,
-  kSuperSpike,
-  kErf,
-};
 
 enum class BinaryOp : std::uint8_t { kAdd, kSub, kMul, kDiv, kLt, kLe, kGt, kGe, kEq, kNe };
 
@@ -122,7 +114,6 @@ bool operator==(const NeuronSpec& a, const NeuronSpec& b);
 // Names as written in the language.
 std::string_view function_name(Function f);
 int function_arity(Function f);
-std::string_view surrogate_name(Surrogate s);
 double default_alpha(Surrogate s);
 std::string_view binary_op_symbol(BinaryOp op);
 

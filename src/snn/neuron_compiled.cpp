@@ -2,7 +2,6 @@
 
 #include <functional>
 
-#include "codegen/cuda_step_kernel_source.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "snn/step_autodiff.hpp"
@@ -216,7 +215,7 @@ std::shared_ptr<const StepKernel> memoised(const NeuronCompiled& neuron, const s
     if (auto it = neuron.kernels.find(key); it != neuron.kernels.end()) return it->second;
   }
   StepKernel k = make();
-  k.structure = codegen::step_kernel_structure(k);
+  k.structure = step_kernel_structure(k);
   auto shared = std::make_shared<const StepKernel>(std::move(k));
   std::lock_guard<std::mutex> lock(neuron.kernels_mutex);
   return neuron.kernels.emplace(key, std::move(shared)).first->second;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "flexkit/neuron.hpp"
+#include "ir/step_kernel.hpp"
 #include "snn/neuron_ast.hpp"
 #include "snn/neuron_lowering.hpp"
-#include "snn/step_kernel.hpp"
 
 namespace flexkit::snn {
 

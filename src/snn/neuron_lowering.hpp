@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/step_kernel.hpp"
 #include "snn/neuron_ast.hpp"
-#include "snn/step_kernel.hpp"
 
 namespace flexkit::snn {
 

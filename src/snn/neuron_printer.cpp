@@ -70,26 +70,6 @@ int function_arity(Function f) {
   }
 }
 
-std::string_view surrogate_name(Surrogate s) {
-  switch (s) {
-    case Surrogate::kSigmoid:
-      return "sigmoid";
-    case Surrogate::kAtan:
-      return "atan";
-    case Surrogate::kPiecewiseQuadratic:
-      return "piecewise_quadratic";
-    case Surrogate::kPiecewiseExp:
-      return "piecewise_exp";
-    case Surrogate::kSoftSign:
-      return "soft_sign";
-    case Surrogate::kSuperSpike:
-      return "super_spike";
-    case Surrogate::kErf:
-      return "erf";
-  }
-  return "?";
-}
-
 // SpikingJelly's defaults.
 double default_alpha(Surrogate s) {
   switch (s) {

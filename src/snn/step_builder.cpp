@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "snn/step_eval.hpp"
+#include "ir/step_eval.hpp"
 
 namespace flexkit::snn {
 

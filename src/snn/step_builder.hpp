@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "snn/step_kernel.hpp"
+#include "ir/step_kernel.hpp"
 
 namespace flexkit::snn {
 

@@ -60,6 +60,7 @@ endif()
 file(GLOB_RECURSE installed_headers RELATIVE "${prefix}/include" "${prefix}/include/*")
 file(GLOB_RECURSE public_headers RELATIVE "${flexkit_source_dir}/include"
      "${flexkit_source_dir}/include/flexkit/*.hpp" "${flexkit_source_dir}/include/flexkit/*.h")
+list(APPEND public_headers flexkit/version.hpp)  # generated from version.hpp.in
 list(SORT installed_headers)
 list(SORT public_headers)
 if(NOT installed_headers STREQUAL public_headers)

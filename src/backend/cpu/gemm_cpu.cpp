@@ -3,7 +3,7 @@
 // from any strides, and the portable epilogue. Work is split over threads by output strips only,
 // so every output element sees the same k blocking, and therefore the same integer sum (exact
 // anyway) and the same f32 rounding chain, whatever the thread count.
-#include "gemm/gemm_cpu.hpp"
+#include "backend/cpu/gemm_cpu.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -12,13 +12,13 @@
 #include <functional>
 #include <mutex>
 #include <new>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/gemm/gemm_kernels.hpp"
 #include "backend/cpu/gemm/gemm_pack.hpp"
 #include "backend/cpu/thread_pool.hpp"
+#include "core/environment.hpp"
 
 namespace flexkit::backend::cpu::gemm_detail {
 namespace {
@@ -437,16 +437,12 @@ GemmIsa gemm_hardware_isa() {
 
 GemmIsa gemm_isa() {
   static const GemmIsa isa = [] {
-    GemmIsa best = gemm_hardware_isa();
-    if (const char* env = std::getenv("FLEXKIT_GEMM_ISA")) {
-      const std::string_view want(env);
-      GemmIsa cap = best;
-      if (want == "scalar") cap = GemmIsa::scalar;
-      if (want == "avx2") cap = GemmIsa::avx2;
-      if (want == "avx512") cap = GemmIsa::avx512;
-      best = std::min(best, cap);
-    }
-    return best;
+    const GemmIsa best = gemm_hardware_isa();
+    // FLEXKIT_GEMM_ISA caps the instruction set (never above what the hardware has).
+    const GemmIsa cap = detail::env_choice(
+        "FLEXKIT_GEMM_ISA", best,
+        {{"scalar", GemmIsa::scalar}, {"avx2", GemmIsa::avx2}, {"avx512", GemmIsa::avx512}});
+    return std::min(best, cap);
   }();
   return isa;
 }

@@ -1,5 +1,5 @@
 // CPU strided copy and fill: an N-d counter over the outer axes, a tight loop over the last.
-#include "backend/strided_ops.hpp"
+#include "core/strided_ops.hpp"
 
 #include <algorithm>
 #include <cstdlib>

@@ -7,15 +7,20 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "core/environment.hpp"
 
 namespace flexkit::backend::cpu {
 
 int worker_count() {
   static const int count = [] {
-    if (const char* env = std::getenv("FLEXKIT_NUM_THREADS")) {
-      int n = std::atoi(env);
+    // A positive FLEXKIT_NUM_THREADS sets the count; anything else keeps the hardware's.
+    if (const std::optional<std::string> env = detail::env_value("FLEXKIT_NUM_THREADS")) {
+      const int n = std::atoi(env->c_str());
       if (n > 0) return n;
     }
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

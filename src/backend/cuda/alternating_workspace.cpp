@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "backend/cuda/check.hpp"
-#include "backend/device_memory.hpp"
+#include "core/device_memory.hpp"
 
 namespace flexkit::backend::cuda {
 namespace {

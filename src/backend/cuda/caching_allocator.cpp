@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/check.hpp"
-#include "backend/device_memory.hpp"
+#include "core/device_memory.hpp"
 #include "core/text.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"

@@ -11,12 +11,12 @@
 #include <string>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/gemm/gemm_integer.hpp"
+#include "backend/cuda/gemm_cuda_calls.hpp"
 #include "backend/cuda/launch_support.hpp"
 #include "backend/cuda/pending_stats.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
-#include "gemm/gemm_cuda.hpp"
-#include "gemm/gemm_cuda_calls.hpp"
 
 namespace flexkit::gemm {
 namespace {

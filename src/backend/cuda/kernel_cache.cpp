@@ -4,15 +4,16 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
 #include "backend/cuda/check.hpp"
 #include "backend/embedded_files.hpp"
+#include "core/environment.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/version.hpp"
@@ -20,6 +21,7 @@
 namespace flexkit::backend::cuda {
 
 using detail::cat;
+using detail::env_value;
 namespace fs = std::filesystem;
 
 namespace {
@@ -78,19 +80,14 @@ std::uint64_t identity_hash(const std::string& source, const std::string& arch) 
   return fnv1a64(source, fnv1a64(id));
 }
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-
 // Writes the source to $FLEXKIT_DUMP_KERNELS/<name>.cu; the path, or "" when not asked for or
 // not writable.
 std::string dump_source(std::string_view name, const std::string& source) {
-  const char* dir = env("FLEXKIT_DUMP_KERNELS");
+  const std::optional<std::string> dir = env_value("FLEXKIT_DUMP_KERNELS");
   if (!dir) return {};
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  fs::path path = fs::path(dir) / cat(name, ".cu");
+  fs::create_directories(*dir, ec);
+  fs::path path = fs::path(*dir) / cat(name, ".cu");
   std::ofstream out(path, std::ios::binary);
   out << source;
   out.close();

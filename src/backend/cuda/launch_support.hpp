@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "backend/cuda/check.hpp"
-#include "backend/device_memory.hpp"
+#include "core/device_memory.hpp"
 
 namespace flexkit::backend::cuda {
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "gemm/exact_output.hpp"
+#include "backend/exact_stats.hpp"
 
 namespace flexkit::backend::cuda {
 

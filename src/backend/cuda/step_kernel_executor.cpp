@@ -12,14 +12,14 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/kernel_cache.hpp"
 #include "backend/cuda/launch_support.hpp"
-#include "backend/device_memory.hpp"
 #include "codegen/cuda_expr_source.hpp"
 #include "codegen/cuda_step_kernel_source.hpp"
+#include "core/device_memory.hpp"
 #include "core/storage.hpp"
 #include "core/text.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
-#include "snn/step_kernel.hpp"
+#include "ir/step_kernel.hpp"
 
 namespace flexkit::snn {
 namespace {
@@ -85,8 +85,7 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   DeviceGuard guard(device);
   const std::shared_ptr<const RtcModule> module = KernelCache::instance().get(
       device,
-      "step|" +
-          (kernel.structure.empty() ? codegen::step_kernel_structure(kernel) : kernel.structure),
+      "step|" + (kernel.structure.empty() ? step_kernel_structure(kernel) : kernel.structure),
       [&] { return cuda_step_kernel_source(kernel); });
   auto stream = static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
 

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "backend/cuda/check.hpp"
-#include "backend/device_memory.hpp"
-#include "backend/strided_ops.hpp"
+#include "core/device_memory.hpp"
+#include "core/strided_ops.hpp"
 #include "flexkit/cuda.hpp"
 
 namespace flexkit::backend::cuda {

@@ -1,8 +1,8 @@
 // Fashion-MNIST (Zalando's 28x28 grey-scale clothing images, 10 classes) from its IDX files.
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
+#include "core/environment.hpp"
 #include "core/text.hpp"
 #include "flexkit/data.hpp"
 #include "flexkit/error.hpp"
@@ -32,8 +32,7 @@ IdxData read_part(const std::string& path) {
 }  // namespace
 
 std::string default_fashion_mnist_directory() {
-  const char* env = std::getenv("FLEXKIT_DATA_DIR");
-  return env && *env ? std::string(env) : std::string(kFashionMnistDirectory);
+  return flexkit::detail::env_value("FLEXKIT_DATA_DIR").value_or(kFashionMnistDirectory);
 }
 
 Dataset load_fashion_mnist(const std::string& directory, bool train) {

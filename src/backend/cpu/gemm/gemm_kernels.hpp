@@ -24,7 +24,7 @@
 #include <cstdint>
 
 #include "backend/cpu/gemm/gemm_pack.hpp"
-#include "gemm/gemm_problem.hpp"
+#include "backend/gemm_problem.hpp"
 
 namespace flexkit::backend::cpu::gemm_detail {
 

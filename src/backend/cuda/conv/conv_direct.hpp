@@ -4,10 +4,10 @@
 // (docs/flex16.md). f32 products sum in one fixed order per output (deterministic, not the CPU's
 // order).
 //
-// The problem is the one the CPU kernels take (conv_cpu.hpp), with device pointers.
+// The problem is the one the CPU kernels take (conv_problem.hpp), with device pointers.
 #pragma once
-#include "conv/conv_cpu.hpp"
-#include "gemm/exact_output.hpp"
+#include "backend/conv_problem.hpp"
+#include "backend/exact_stats.hpp"
 
 namespace flexkit::conv {
 

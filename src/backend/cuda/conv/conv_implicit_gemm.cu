@@ -7,21 +7,20 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <string_view>
 #include <tuple>
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/conv/conv_implicit_gemm_kernels.hpp"
 #include "backend/cuda/gemm/gemm_deep_k.hpp"
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
-#include "backend/cuda/gemm/gemm_planar.hpp"
 #include "backend/cuda/gemm/gemm_stream_k.hpp"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
 #include "backend/cuda/launch_support.hpp"
+#include "core/environment.hpp"
 #include "flexkit/error.hpp"
 
 namespace flexkit::conv {
@@ -34,41 +33,35 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
 
-bool env_is(const char* name, std::string_view value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::string_view(v) == value;
-}
-
 // FLEXKIT_CONV_KERNEL: unset or empty, each call's own choice; otherwise a path forced for
 // comparisons and tests. Any other value is an error, so that a misspelt one cannot silently
 // measure the default.
-enum class KernelChoice { automatic, direct, lean, lockstep, planar, specialized };
-KernelChoice kernel_choice() {
-  const char* v = std::getenv("FLEXKIT_CONV_KERNEL");
-  if (v == nullptr || *v == '\0') return KernelChoice::automatic;
-  const std::string_view value(v);
-  if (value == "direct") return KernelChoice::direct;
-  if (value == "lean") return KernelChoice::lean;
-  if (value == "lockstep") return KernelChoice::lockstep;
-  if (value == "planar") return KernelChoice::planar;
-  if (value == "specialized") return KernelChoice::specialized;
-  throw flexkit::ValueError(
-      "FLEXKIT_CONV_KERNEL: expected direct, lean, lockstep, planar or specialized (or unset), "
-      "got \"" +
-      std::string(value) + "\"");
+enum class KernelChoice { automatic, direct, lean, lockstep, specialized };
+
+// The convolution's settings, read from the environment once per process.
+struct ConvSettings {
+  KernelChoice kernel = KernelChoice::automatic;  // FLEXKIT_CONV_KERNEL
+  // FLEXKIT_CONV_STREAM_K: the CTAs of a stream-K launch; unset, one per multiprocessor; 0, none
+  // (stream-K off); a positive count, that many (to test whole rounds on small layers).
+  std::optional<std::int64_t> stream_k_ctas;
+  bool log = false;  // FLEXKIT_CONV_LOG=1
+};
+
+const ConvSettings& conv_settings() {
+  static const ConvSettings read{
+      flexkit::detail::env_choice("FLEXKIT_CONV_KERNEL", KernelChoice::automatic,
+                                  {{"direct", KernelChoice::direct},
+                                   {"lean", KernelChoice::lean},
+                                   {"lockstep", KernelChoice::lockstep},
+                                   {"specialized", KernelChoice::specialized}}),
+      flexkit::detail::env_int("FLEXKIT_CONV_STREAM_K", 0, 65535),
+      flexkit::detail::env_flag("FLEXKIT_CONV_LOG")};
+  return read;
 }
 
-// The CTAs of a stream-K launch: FLEXKIT_CONV_STREAM_K unset, one per multiprocessor; "0", none
-// (stream-K off); a positive count, that many (to test whole rounds on small layers).
 int stream_k_cta_count(int sms) {
-  const char* v = std::getenv("FLEXKIT_CONV_STREAM_K");
-  if (v == nullptr || *v == '\0') return sms;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < 0 || n > 65535)
-    throw flexkit::ValueError("FLEXKIT_CONV_STREAM_K: expected 0 (off) or a CTA count, got \"" +
-                              std::string(v) + "\"");
-  return static_cast<int>(n);
+  const std::optional<std::int64_t>& ctas = conv_settings().stream_k_ctas;
+  return ctas ? static_cast<int>(*ctas) : sms;
 }
 
 // Each kernel's shared-memory limit is raised once per device; false where the device or the
@@ -300,53 +293,6 @@ bool describe_update(const ConvProblem& p, Setup& s) {
   return true;
 }
 
-// The planar form of fprop and stride-1 bprop (gemm_planar.cuh, kConv): the filter split into
-// planes with one entry per tap, the gathered operand split into channels-last planes, then TMA
-// boxes of 64 channels × n_box batch entries per output position and stage. It needs the
-// gathered operand's positions and n dense (rows (x0, x1, x2, n) one apart), the filter's taps
-// one flat stride apart, and N of 16, 32, 64 or a multiple of 128 (a tile is whole positions).
-// Opt-in (FLEXKIT_CONV_KERNEL=planar): measured on the H200 it is no faster than the lean
-// implicit GEMM on the ResNet-shaped layers (3x3 C128 56x56 fprop 153 against 162 TFLOP/s,
-// C256 14x14 127 against 122) — a tile of 18 stages is bound by its own start and end, which
-// planes do not change — and slower on 1x1 layers, where the plane copy adds traffic.
-struct PlanarConv {
-  gk::OperandView filter, gathered;
-  std::int64_t taps = 1, gathered_rows = 0, channels = 0;
-};
-
-bool describe_planar(ImplicitDirection direction, const ConvProblem& p, const Setup& s,
-                     PlanarConv& out) {
-  if (direction == ImplicitDirection::update || kernel_choice() != KernelChoice::planar)
-    return false;
-  const gk::IntegerGemmArgs& a = s.args;
-  const gk::ConvGather& g = a.gather;
-  if (g.strided_gradient) return false;
-  const std::int64_t n = g.batch;
-  if (!(n == 16 || n == 32 || n == 64 || n % 128 == 0)) return false;
-  if ((g.in[2] > 1 && g.in_stride[2] != n) || (g.in[1] > 1 && g.in_stride[1] != g.in[2] * n) ||
-      (g.in[0] > 1 && g.in_stride[0] != std::int64_t(g.in[1]) * g.in[2] * n))
-    return false;
-  std::int64_t flat = 0, span = 0;
-  for (int d = 2; d >= 0; --d) {
-    if (g.taps[d] == 1) continue;
-    if (span == 0) {
-      flat = g.a_tap_stride[d];
-    } else if (g.a_tap_stride[d] != span) {
-      return false;
-    }
-    span = (span == 0 ? flat : span) * g.taps[d];
-  }
-  const bool fprop = direction == ImplicitDirection::fprop;
-  const Operand& gathered = fprop ? p.x : p.y;
-  out.taps = std::int64_t(g.taps[0]) * g.taps[1] * g.taps[2];
-  out.channels = g.channels;
-  out.gathered_rows = std::int64_t(g.in[0]) * g.in[1] * g.in[2] * n;
-  out.filter = a.a;
-  out.filter.batch_stride = flat;
-  out.gathered = gk::OperandView{gathered.data, 1, g.channel_stride, 0};
-  return out.gathered_rows <= INT32_MAX && out.taps <= INT32_MAX;
-}
-
 // Whether the shallow persistent kernel takes a described fprop or bprop: K of at most four
 // 64-deep stages (1×1 layers with up to 256 reduced channels), a flex16 output written with the
 // pure integer epilogue (no f32 output, no measuring pass, no beta), the shift its 32-bit
@@ -354,8 +300,7 @@ bool describe_planar(ImplicitDirection direction, const ConvProblem& p, const Se
 // the one-tile-per-CTA kernel.
 bool shallow_fits(const Setup& s) {
   const gk::IntegerGemmArgs& a = s.args;
-  if (s.kernel == gk::ImplicitKernel::update || kernel_choice() == KernelChoice::lean ||
-      kernel_choice() == KernelChoice::planar)
+  if (s.kernel == gk::ImplicitKernel::update || conv_settings().kernel == KernelChoice::lean)
     return false;
   if (a.k / gk::kWgmmaStageK > gk::shallow_max_stages() || a.out_is_f32 || a.measure ||
       !a.epilogue.integer_only)
@@ -380,7 +325,8 @@ void launch_gathered(const Setup& s, bool stream_k, dim3 grid, cudaStream_t stre
 
 bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem, int device,
                         cudaStream_t stream, backend::cuda::DeviceStatsRecord& record) {
-  if (kernel_choice() == KernelChoice::direct) return false;  // throws for an unknown value first
+  const ConvSettings& settings = conv_settings();  // throws for an unknown value first
+  if (settings.kernel == KernelChoice::direct) return false;
   Setup setup;
   const bool described = direction == ImplicitDirection::update
                              ? describe_update(problem, setup)
@@ -390,7 +336,7 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
                      : direction == ImplicitDirection::bprop ? "bprop"
                                                              : "update";
   if (!fits) {
-    if (env_is("FLEXKIT_CONV_LOG", "1"))
+    if (settings.log)
       std::fprintf(stderr, "flexkit conv %s: direct kernels (layout or device)\n", name);
     return false;
   }
@@ -410,7 +356,7 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     args.k_chunk = args.k;
     // flex16 activations take the warp-specialised form (FLEXKIT_CONV_KERNEL=lockstep: the
     // one-role kernel, for comparisons).
-    const bool specialized = args.b_is_u8 == 0 && kernel_choice() != KernelChoice::lockstep;
+    const bool specialized = args.b_is_u8 == 0 && settings.kernel != KernelChoice::lockstep;
     const dim3 grid(static_cast<unsigned>(tiles_m * ctas_per_row));
     if (specialized) {
       // The transposed and warp-specialised kernels are the call's only kernel: their last CTA
@@ -421,10 +367,10 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     // At most 64 output rows (or 256 over one stage) over a plain gathered operand: the
     // transposed form, unless the warp-specialised one is asked for
     // (FLEXKIT_CONV_KERNEL=specialized).
-    if (specialized && setup.gathered_is_plain && kernel_choice() == KernelChoice::automatic &&
+    if (specialized && setup.gathered_is_plain && settings.kernel == KernelChoice::automatic &&
         gk::launch_shallow_transposed(setup.kernel, args, sms, stream)) {
       record.published_in_kernel();
-      if (env_is("FLEXKIT_CONV_LOG", "1"))
+      if (settings.log)
         std::fprintf(stderr,
                      "flexkit conv %s: shallow transposed implicit GEMM (m %lld n %lld k %lld, B "
                      "flex16 in registers)\n",
@@ -440,7 +386,7 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
     } else {
       gk::launch_shallow(setup.kernel, args.b_is_u8 != 0, grid, args, stream);
     }
-    if (env_is("FLEXKIT_CONV_LOG", "1"))
+    if (settings.log)
       std::fprintf(stderr,
                    "flexkit conv %s: shallow persistent implicit GEMM%s (m %lld n %lld k %lld, B "
                    "%s%s, %lld CTAs)\n",
@@ -450,14 +396,14 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
                    static_cast<long long>(tiles_m * ctas_per_row));
     return true;
   }
-  if (setup.b_is_plain && (kernel_choice() == KernelChoice::automatic ||
-                           kernel_choice() == KernelChoice::specialized)) {
+  if (setup.b_is_plain && (settings.kernel == KernelChoice::automatic ||
+                           settings.kernel == KernelChoice::specialized)) {
     gk::IntegerGemmArgs plain = args;
     plain.b = setup.plain_b;
     if (gk::deep_k_fits(plain, sms) && deep_k_prepared(device)) {
       // Both operands k-contiguous, a small output over a long K: the deep-K kernel, its sums
       // added into a workspace of zeros and finished as the K split's are.
-      if (env_is("FLEXKIT_CONV_LOG", "1"))
+      if (settings.log)
         std::fprintf(stderr, "flexkit conv update: deep-K kernel (m %lld n %lld k %lld)\n",
                      static_cast<long long>(plain.m), static_cast<long long>(plain.n),
                      static_cast<long long>(plain.k));
@@ -482,7 +428,7 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
       stream_k_ctas == 0 ? gk::StreamKPlan{} : gk::plan_stream_k(ctas, args.k, stream_k_ctas);
   if (stream_k.ctas > 0) {
     gk::apply_stream_k(stream_k, args);
-    if (env_is("FLEXKIT_CONV_LOG", "1")) {
+    if (settings.log) {
       char schedule[96];
       std::snprintf(schedule, sizeof schedule, "stream-K: %lld whole tiles, %lld shared by %d CTAs",
                     static_cast<long long>(stream_k.first_tile),
@@ -501,7 +447,7 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
   args.k_chunk = split.k_chunk;
   if (splits > 65535) return false;
   args.splits = static_cast<int32_t>(splits);
-  if (env_is("FLEXKIT_CONV_LOG", "1")) {
+  if (settings.log) {
     char schedule[32];
     std::snprintf(schedule, sizeof schedule, "splits %d", args.splits);
     log_tensor_core_path(name, setup, schedule);
@@ -517,26 +463,6 @@ bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem,
   }
   const dim3 grid(static_cast<unsigned>(tiles_m * tiles_n), static_cast<unsigned>(splits),
                   static_cast<unsigned>(setup.taps));
-  PlanarConv planar;
-  if (describe_planar(direction, problem, setup, planar) &&
-      gk::prepare_planar_conv(args.b_is_u8 != 0)) {
-    const bool u8 = args.b_is_u8 != 0;
-    backend::cuda::Scratch a_scratch(
-        device, gk::planar_bytes(args.m, planar.channels,
-                                 planar.filter.batch_stride == 0 ? 1 : planar.taps, 2));
-    backend::cuda::Scratch b_scratch(
-        device, gk::planar_bytes(planar.gathered_rows, planar.channels, 1, u8 ? 1 : 2));
-    const gk::PlanarOperand a_planes = gk::split_into_planes(
-        planar.filter, false, args.m, planar.channels, planar.taps, a_scratch.get(), stream);
-    const gk::PlanarOperand b_planes = gk::split_into_planes(
-        planar.gathered, u8, planar.gathered_rows, planar.channels, 1, b_scratch.get(), stream);
-    args.raw_stages = gk::planar_ring_stages(u8, gk::kWgmmaTileN);
-    if (env_is("FLEXKIT_CONV_LOG", "1"))
-      std::fprintf(stderr, "flexkit conv %s: planar (byte planes, TMA boxes)\n", name);
-    gk::launch_planar_conv(u8, grid, args, a_planes, b_planes, stream);
-    if (splits > 1) gk::launch_finish_splits(args, outputs, device, stream);
-    return true;
-  }
   launch_gathered(setup, false, grid, stream);
   if (splits > 1) gk::launch_finish_splits(args, outputs, device, stream);
   return true;

@@ -16,8 +16,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "backend/conv_problem.hpp"
 #include "backend/cuda/pending_stats.hpp"
-#include "conv/conv_cpu.hpp"
 
 namespace flexkit::conv {
 
@@ -27,10 +27,9 @@ enum class ImplicitDirection { fprop, bprop, update };
 // path fits (device, layout, geometry); returns false and queues nothing otherwise. The kernels
 // merge their statistics into `record`; one that is its call's only kernel publishes it too
 // (DeviceStatsRecord::published_in_kernel).
-// FLEXKIT_CONV_KERNEL=direct turns the path off, =planar takes the planar form for fprop and
-// stride-1 bprop where it applies, =lean runs 1x1 layers one tile per CTA instead of on the
-// persistent shallow kernel, =lockstep runs flex16 ones on the shallow kernel's one-role form
-// instead of its warp-specialised one (conv_implicit_gemm.cu); FLEXKIT_CONV_LOG=1 prints each
+// FLEXKIT_CONV_KERNEL=direct turns the path off, =lean runs 1x1 layers one tile per CTA instead
+// of on the persistent shallow kernel, =lockstep runs flex16 ones on the shallow kernel's one-role
+// form instead of its warp-specialised one (conv_implicit_gemm.cu); FLEXKIT_CONV_LOG=1 prints each
 // choice.
 bool implicit_gemm_cuda(ImplicitDirection direction, const ConvProblem& problem, int device,
                         cudaStream_t stream, backend::cuda::DeviceStatsRecord& record);

@@ -1,58 +1,34 @@
-// Host dispatch of the exact integer GEMM on CUDA (gemm_integer_cuda): argument checks, the plan
-// cache, the simple kernel (any arch, any strides), the split-K finish kernel, and the choice of
-// the sm_90a wgmma kernel (gemm_wgmma.cuh) when the device and the operands' layout allow it.
-//
-// Kernels: "planar" (sm_90a, the default: the operands split once into byte planes in global
-// memory, any strides, then streamed by TMA into wgmma, gemm_planar.cuh), "ss" (sm_90a: both
-// operands split inside the kernel, any unit-stride layout, raw tiles streamed by a deep cp.async
-// ring, gemm_wgmma_lean_kernel), "rs" (sm_90a,
-// A k-contiguous, its wgmma fragments in registers, both operands through the deep raw ring,
-// gemm_wgmma_rs.cu), "simple" (any arch, any strides).
-// FLEXKIT_GEMM_KERNEL=simple|planar|ss|rs forces one where it applies
-// (a forced kernel that does not apply falls back to the best that does; FLEXKIT_GEMM_LOG=1 says
-// which). FLEXKIT_GEMM_GUARDED_COPIES=1 (debug) sends every stage of "ss" through the guarded
-// copies. FLEXKIT_GEMM_STAGES=n sets the depth of the deep kernels' raw ring (default and cap: what
-// fits in shared memory: ss 4 for a flex16 B, 6 for a u8 B (5 with the wide tile); rs 6 and 8;
-// floor: ss 2, rs 3). A u8 B gets a 128 × 192 tile in "planar" and "ss" (the fastest u8 variant
-// measured);
-// FLEXKIT_GEMM_TILE_N=128 asks for the square one.
+// Host dispatch of the exact integer GEMM on CUDA (gemm_integer_cuda): argument checks, the simple
+// kernel (any arch, any strides), the split-K finish kernels, and the launches of the kernel the
+// shape class's plan chose (gemm_plan.cu: the sm_90a wgmma kernels when the device and the
+// operands' layout allow them).
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <compare>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
-#include <string_view>
-#include <utility>
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/dependent_launch.cuh"
+#include "backend/cuda/gemm/gemm_integer.hpp"
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
+#include "backend/cuda/gemm/gemm_plan.hpp"
 #include "backend/cuda/gemm/gemm_planar.hpp"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
 #include "backend/cuda/launch_support.hpp"
-#include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
-#include "gemm/gemm_cuda.hpp"
 
 namespace flexkit::backend::cuda::gemm_kernels {
 
-struct GemmPlanCounts {
-  std::uint64_t made, hits;
-};
-
 namespace {
 
-// The simple kernel: a 64 × 64 output tile per 256-thread block, K in steps of 16 through shared
-// memory, int64 accumulators (a product of two int16 fits int32, so each step is exact).
-constexpr int kSimpleTile = 64;
+// The simple kernel: a kSimpleTile (64) square output tile per 256-thread block, K in steps of 16
+// through shared memory, int64 accumulators (a product of two int16 fits int32, so each step is
+// exact).
 constexpr int kSimpleDepth = 16;
 constexpr int kSimpleThreads = 256;
-constexpr int kFinishThreads = 256;
 constexpr int64_t kMaxGridZ = 65535;
 
 __device__ __forceinline__ int32_t load_operand(const OperandView& v, bool is_u8, int64_t batch,
@@ -256,252 +232,6 @@ __global__ void __launch_bounds__(kClusterFinishThreads)
 #endif
 }
 
-enum class KernelKind : uint8_t { simple, planar, ss, rs };
-// What FLEXKIT_GEMM_KERNEL asks for.
-enum class KernelChoice : uint8_t { automatic, simple, planar, ss, rs };
-
-struct PlanKey {
-  int device;
-  bool b_is_u8, out_is_f32, measure;
-  KernelChoice forced;
-  int stages;        // FLEXKIT_GEMM_STAGES, 0 when unset
-  int tile_n;        // FLEXKIT_GEMM_TILE_N, 0 when unset
-  bool transposed;   // A m-contiguous, B k-contiguous: run as Cᵀ = Bᵀ·Aᵀ (log only)
-  bool layout_fast;  // both operands have a unit stride and 16-byte aligned rows
-  bool a_k_contig, b_k_contig;
-  int64_t batch, m, n, k;
-  auto operator<=>(const PlanKey&) const = default;
-};
-
-struct Plan {
-  KernelKind kind = KernelKind::simple;
-  WgmmaVariant variant{};
-  int64_t tiles_m = 0, tiles_n = 0;
-  int32_t splits = 1;
-  int64_t k_chunk = 0;
-  int32_t raw_stages = 0;  // the deep kernel's raw ring
-  std::size_t workspace_bytes = 0;
-  unsigned finish_blocks = 0;
-};
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
-// The layout class of one operand for the wgmma kernel: which stride is unit, and whether its
-// rows (the other stride), batch stride and base pointer keep 16-byte vector loads aligned.
-// Strides along an axis of extent 1 never move the address, so they do not count.
-struct OperandLayout {
-  bool fast = false;
-  bool k_contig = false;
-};
-
-OperandLayout classify(const OperandView& v, int64_t rows, int64_t k, int64_t batch,
-                       int64_t element_bytes) {
-  const int64_t align = 16 / element_bytes;
-  const int64_t row_stride = rows == 1 ? 0 : v.row_stride;
-  const int64_t k_stride = k == 1 ? 0 : v.k_stride;
-  const int64_t batch_stride = batch == 1 ? 0 : v.batch_stride;
-  if (reinterpret_cast<std::uintptr_t>(v.data) % 16 != 0 || batch_stride % align != 0) return {};
-  if ((k_stride == 1 || k == 1) && row_stride % align == 0) return {true, true};
-  if ((row_stride == 1 || rows == 1) && k_stride % align == 0) return {true, false};
-  return {};
-}
-
-// Strides along axes of extent 1 set to 0, the unit stride of such an axis to 1: the addresses the
-// kernels form are unchanged, and the wgmma kernel's stage step along K stays meaningful.
-OperandView normalised(OperandView v, int64_t rows, int64_t k, int64_t batch) {
-  if (rows == 1) v.row_stride = 0;
-  if (k == 1) v.k_stride = 1;
-  if (batch == 1) v.batch_stride = 0;
-  return v;
-}
-
-KernelChoice kernel_choice_from_env() {
-  const char* value = std::getenv("FLEXKIT_GEMM_KERNEL");
-  if (value == nullptr || *value == '\0') return KernelChoice::automatic;
-  const std::string_view v(value);
-  if (v == "simple") return KernelChoice::simple;
-  if (v == "planar") return KernelChoice::planar;
-  if (v == "ss") return KernelChoice::ss;
-  if (v == "rs") return KernelChoice::rs;
-  if (v == "auto" || v == "wgmma") return KernelChoice::automatic;
-  throw ValueError("FLEXKIT_GEMM_KERNEL='" + std::string(v) +
-                   "': expected 'simple', 'planar', 'ss', 'rs', 'wgmma' or 'auto'");
-}
-
-int tile_n_from_env() {
-  const char* value = std::getenv("FLEXKIT_GEMM_TILE_N");
-  if (value == nullptr || *value == '\0') return 0;
-  const std::string_view v(value);
-  if (v == "128") return kWgmmaTileN;
-  if (v == "192") return kWgmmaWideTileN;
-  throw ValueError("FLEXKIT_GEMM_TILE_N='" + std::string(v) + "': expected 128 or 192");
-}
-
-// FLEXKIT_GEMM_GUARDED_COPIES=1: the lean deep kernel copies every stage through the guarded
-// (edge) path, to tell a fault of its unguarded interior copies from one of the rest.
-bool guarded_copies_from_env() {
-  const char* value = std::getenv("FLEXKIT_GEMM_GUARDED_COPIES");
-  return value != nullptr && std::string_view(value) == "1";
-}
-
-int stages_from_env() {
-  const char* value = std::getenv("FLEXKIT_GEMM_STAGES");
-  if (value == nullptr || *value == '\0') return 0;
-  char* end = nullptr;
-  const long stages = std::strtol(value, &end, 10);
-  if (*end != '\0' || stages < 2 || stages > 16)
-    throw ValueError("FLEXKIT_GEMM_STAGES='" + std::string(value) + "': expected 2 to 16");
-  return static_cast<int>(stages);
-}
-
-// Called with the device current (the caller holds a DeviceGuard).
-Plan make_plan(const PlanKey& key) {
-  Plan plan;
-  const int sms = multiprocessors(key.device);
-  // The planar kernel: any layout; its TMA coordinates are 32-bit. Splitting moves about
-  // 4·(m + n)·k bytes and saves time on 2·m·n·k products (≈ 280 → 360 TOP/s measured for
-  // flex16): it pays once m·n / (m + n) ≳ 1000, which measured as the break-even (2048³ equal,
-  // 1024³ and 256 × 4096 × 4096 slower, 4096³ and up faster). Operands without a unit stride
-  // have no other tensor-core kernel and always go planar.
-  const bool in_range =
-      key.m <= INT32_MAX && key.n <= INT32_MAX && key.k <= INT32_MAX && key.batch <= INT32_MAX;
-  const bool planar_pays =
-      in_range && (!key.layout_fast || key.m * key.n >= 1024 * (key.m + key.n));
-  const bool planar_wanted =
-      key.forced == KernelChoice::planar || (key.forced == KernelChoice::automatic && planar_pays);
-  if (planar_wanted && in_range && device_is_sm90(key.device)) {
-    const int tile_n = key.b_is_u8 && key.tile_n != kWgmmaTileN ? kWgmmaWideTileN : kWgmmaTileN;
-    const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
-    const int64_t tiles_n = ceil_div(key.n, tile_n);
-    const WgmmaKSplit split = wgmma_k_split(key.k, tiles_m * tiles_n * key.batch, sms);
-    if (tiles_m * tiles_n <= INT32_MAX && split.splits <= 65535 &&
-        prepare_planar(key.b_is_u8, tile_n)) {
-      plan.kind = KernelKind::planar;
-      plan.variant = WgmmaVariant{key.b_is_u8, true, true, tile_n};
-      plan.tiles_m = tiles_m;
-      plan.tiles_n = tiles_n;
-      plan.splits = static_cast<int32_t>(split.splits);
-      plan.k_chunk = split.k_chunk;
-      plan.raw_stages = planar_ring_stages(key.b_is_u8, tile_n);
-      if (split.splits > 1) {
-        const int64_t outputs = key.batch * key.m * key.n;
-        plan.workspace_bytes = static_cast<std::size_t>(outputs) * sizeof(int64_t);
-        plan.finish_blocks = static_cast<unsigned>(
-            std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(sms) * 8));
-      }
-      return plan;
-    }
-  }
-  if (key.forced != KernelChoice::simple && key.layout_fast && device_is_sm90(key.device)) {
-    // The wide tile: a u8 B in the shared-memory kernel, unless 128 is asked for.
-    const bool wide = key.b_is_u8 && key.tile_n != kWgmmaTileN &&
-                      (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss);
-    const WgmmaVariant variant{key.b_is_u8, key.a_k_contig, key.b_k_contig,
-                               wide ? kWgmmaWideTileN : kWgmmaTileN};
-    const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
-    const int64_t tiles_n = ceil_div(key.n, variant.tile_n);
-    const WgmmaKSplit split = wgmma_k_split(key.k, tiles_m * tiles_n * key.batch, sms);
-    const int64_t splits = split.splits, k_chunk = split.k_chunk;
-    // The register-A kernel needs a k-contiguous A and runs only when asked for; everything
-    // else gets the shared-memory one.
-    const bool try_rs = !wide && key.a_k_contig && key.forced == KernelChoice::rs;
-    KernelKind kind = KernelKind::simple;
-    if (tiles_m * tiles_n <= INT32_MAX && splits <= 65535) {
-      if (try_rs && prepare_wgmma_rs(key.b_is_u8, key.b_k_contig)) {
-        kind = KernelKind::rs;
-      } else if (prepare_wgmma(variant)) {
-        kind = KernelKind::ss;
-      }
-    }
-    if (kind != KernelKind::simple) {
-      plan.kind = kind;
-      plan.variant = variant;
-      plan.tiles_m = tiles_m;
-      plan.tiles_n = tiles_n;
-      plan.splits = static_cast<int32_t>(splits);
-      plan.k_chunk = k_chunk;
-      const int most = kind == KernelKind::rs ? wgmma_rs_max_raw_stages(key.b_is_u8)
-                                              : wgmma_max_raw_stages(key.b_is_u8, variant.tile_n);
-      const int least = kind == KernelKind::rs ? 3 : 2;
-      plan.raw_stages = key.stages == 0 ? most : std::clamp(key.stages, least, most);
-      if (splits > 1) {
-        const int64_t outputs = key.batch * key.m * key.n;
-        plan.workspace_bytes = static_cast<std::size_t>(outputs) * sizeof(int64_t);
-        plan.finish_blocks = static_cast<unsigned>(
-            std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(sms) * 8));
-      }
-      return plan;
-    }
-  }
-  plan.kind = KernelKind::simple;
-  plan.tiles_m = ceil_div(key.m, kSimpleTile);
-  plan.tiles_n = ceil_div(key.n, kSimpleTile);
-  if (plan.tiles_m * plan.tiles_n > INT32_MAX)
-    throw ValueError("gemm_integer_cuda: output of " + std::to_string(key.m) + " x " +
-                     std::to_string(key.n) + " needs more than 2^31 tiles");
-  plan.splits = 1;
-  plan.k_chunk = key.k;
-  return plan;
-}
-
-// FLEXKIT_GEMM_LOG=1 prints every new plan to stderr (once per shape class): which kernel, the
-// layout variant, the K split.
-void log_plan(const PlanKey& key, const Plan& plan) {
-  const char* value = std::getenv("FLEXKIT_GEMM_LOG");
-  if (value == nullptr || std::string_view(value) != "1") return;
-  std::fprintf(
-      stderr, "flexkit gemm plan: device %d batch %lld m %lld n %lld k %lld B %s out %s %s -> %s",
-      key.device, static_cast<long long>(key.batch), static_cast<long long>(key.m),
-      static_cast<long long>(key.n), static_cast<long long>(key.k), key.b_is_u8 ? "u8" : "flex16",
-      key.out_is_f32 ? "f32" : "flex16", key.measure ? "measure" : "store",
-      plan.kind == KernelKind::rs       ? "wgmma-rs (deep raw ring)"
-      : plan.kind == KernelKind::ss     ? "wgmma-ss (lean deep raw ring, pipelined)"
-      : plan.kind == KernelKind::planar ? "wgmma-planar (byte planes, TMA ring)"
-                                        : "simple");
-  if (plan.kind == KernelKind::planar)
-    std::fprintf(stderr, " (splits %d, k_chunk %lld, workspace %zu B, ring %d, tile 128x%d)",
-                 plan.splits, static_cast<long long>(plan.k_chunk), plan.workspace_bytes,
-                 plan.raw_stages, plan.variant.tile_n);
-  if (plan.kind != KernelKind::simple && plan.kind != KernelKind::planar)
-    std::fprintf(stderr, " (A %s, B %s, splits %d, k_chunk %lld, workspace %zu B",
-                 plan.variant.a_k_contig ? "k-contiguous" : "m-contiguous",
-                 plan.variant.b_k_contig ? "k-contiguous" : "n-contiguous", plan.splits,
-                 static_cast<long long>(plan.k_chunk), plan.workspace_bytes);
-  if (plan.kind == KernelKind::ss || plan.kind == KernelKind::rs)
-    std::fprintf(stderr, ", raw stages %d", plan.raw_stages);
-  if (plan.kind == KernelKind::ss) std::fprintf(stderr, ", tile 128x%d", plan.variant.tile_n);
-  if (plan.kind == KernelKind::ss || plan.kind == KernelKind::rs) std::fprintf(stderr, ")");
-  if (key.transposed) std::fprintf(stderr, " (run transposed: C^T = B^T A^T)");
-  // Why the simple kernel ran; the wgmma kernels need no excuse.
-  if (plan.kind == KernelKind::simple)
-    std::fprintf(stderr, " (%s)",
-                 key.forced == KernelChoice::simple ? "forced by FLEXKIT_GEMM_KERNEL"
-                 : !key.layout_fast ? "operand layout: no unit stride or unaligned rows"
-                                    : "device is not sm_90, has no sm_90a image, or the grid is "
-                                      "too large");
-  std::fprintf(stderr, "\n");
-}
-
-// Counted under the plan mutex; read by flexkit::cuda::gemm_plan_stats().
-std::mutex g_plan_mutex;
-std::uint64_t g_plans_made = 0;
-std::uint64_t g_plan_hits = 0;
-
-const Plan& plan_for(const PlanKey& key) {
-  static std::map<PlanKey, Plan> plans;
-  std::lock_guard<std::mutex> lock(g_plan_mutex);
-  if (auto it = plans.find(key); it != plans.end()) {
-    ++g_plan_hits;
-    return it->second;
-  }
-  const Plan& plan = plans.emplace(key, make_plan(key)).first->second;  // map nodes never move
-  ++g_plans_made;
-  log_plan(key, plan);
-  return plan;
-}
-
 std::string describe(const gemm::GemmProblem& p) {
   return "gemm_integer_cuda(batch " + std::to_string(p.batch) + ", m " + std::to_string(p.m) +
          ", n " + std::to_string(p.n) + ", k " + std::to_string(p.k) + ")";
@@ -599,21 +329,7 @@ void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int devi
                    stream, args, outputs, clear, clear_count);
 }
 
-GemmPlanCounts plan_counts() {
-  std::lock_guard<std::mutex> lock(g_plan_mutex);
-  return {g_plans_made, g_plan_hits};
-}
-
 }  // namespace flexkit::backend::cuda::gemm_kernels
-
-namespace flexkit::cuda {
-
-GemmPlanStats gemm_plan_stats() {
-  auto counts = backend::cuda::gemm_kernels::plan_counts();
-  return {counts.made, counts.hits};
-}
-
-}  // namespace flexkit::cuda
 
 namespace flexkit::gemm {
 
@@ -626,38 +342,22 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
   const bool b_is_u8 = problem.b.kind == ElementKind::u8;
 
   // B is seen transposed (n × k) so that both operands are "rows × k" to the kernels.
-  gk::OperandView a{problem.a.data, problem.a.row_stride, problem.a.col_stride,
-                    problem.a.batch_stride};
-  gk::OperandView b{problem.b.data, problem.b.col_stride, problem.b.row_stride,
-                    problem.b.batch_stride};
-  int64_t m = problem.m, n = problem.n;
-  gk::OutputView c{problem.c.data, problem.c.row_stride, problem.c.col_stride,
-                   problem.batch == 1 ? 0 : problem.c.batch_stride};
-  gk::OperandLayout a_layout = gk::classify(a, m, problem.k, problem.batch, 2);
-  gk::OperandLayout b_layout = gk::classify(b, n, problem.k, problem.batch, b_is_u8 ? 1 : 2);
-  const gk::KernelChoice forced = gk::kernel_choice_from_env();
-
-  // The register-A kernel needs a k-contiguous A. When only B is k-contiguous (tt) and both are
-  // int16, compute Cᵀ = Bᵀ·Aᵀ instead: the operands swap roles (each already "rows × k") and C's
-  // strides swap. The epilogue depends only on iwl_a + iwl_b, so the result is the same bits.
-  const bool transposed = forced == gk::KernelChoice::rs && !b_is_u8 && a_layout.fast &&
-                          !a_layout.k_contig && b_layout.fast && b_layout.k_contig;
-  if (transposed) {
-    std::swap(a, b);
-    std::swap(a_layout, b_layout);
-    std::swap(m, n);
-    std::swap(c.row_stride, c.col_stride);
-  }
+  const gk::OperandView a{problem.a.data, problem.a.row_stride, problem.a.col_stride,
+                          problem.a.batch_stride};
+  const gk::OperandView b{problem.b.data, problem.b.col_stride, problem.b.row_stride,
+                          problem.b.batch_stride};
+  const int64_t m = problem.m, n = problem.n;
+  const gk::OutputView c{problem.c.data, problem.c.row_stride, problem.c.col_stride,
+                         problem.batch == 1 ? 0 : problem.c.batch_stride};
+  const gk::OperandLayout a_layout = gk::classify(a, m, problem.k, problem.batch, 2);
+  const gk::OperandLayout b_layout = gk::classify(b, n, problem.k, problem.batch, b_is_u8 ? 1 : 2);
 
   gk::PlanKey key{};
   key.device = device;
   key.b_is_u8 = b_is_u8;
   key.out_is_f32 = problem.epilogue.out_kind == portable::GemmOutKind::f32;
   key.measure = problem.mode == EpilogueMode::measure;
-  key.forced = forced;
-  key.stages = gk::stages_from_env();
-  key.tile_n = gk::tile_n_from_env();
-  key.transposed = transposed;
+  key.forced = gk::gemm_settings().forced;
   key.layout_fast = a_layout.fast && b_layout.fast;
   key.a_k_contig = key.layout_fast && a_layout.k_contig;
   key.b_k_contig = key.layout_fast && b_layout.k_contig;
@@ -681,7 +381,6 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
   args.splits = plan.splits;
   args.k_chunk = plan.k_chunk;
   args.raw_stages = plan.raw_stages;
-  args.guarded_copies = gk::guarded_copies_from_env() ? 1 : 0;
   args.tiles_m = static_cast<int32_t>(plan.tiles_m);
   args.tiles_n = static_cast<int32_t>(plan.tiles_n);
   args.stats = device_stats;
@@ -740,8 +439,6 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
                     static_cast<unsigned>(std::min(gk::kMaxGridZ, problem.batch - b0)));
     if (plan.kind == gk::KernelKind::planar) {
       gk::launch_planar(b_is_u8, plan.variant.tile_n, grid, args, a_planes, b_planes, cuda_stream);
-    } else if (plan.kind == gk::KernelKind::rs) {
-      gk::launch_wgmma_rs(plan.variant.b_is_u8, plan.variant.b_k_contig, grid, args, cuda_stream);
     } else {
       gk::launch_wgmma(plan.variant, grid, args, cuda_stream);
     }

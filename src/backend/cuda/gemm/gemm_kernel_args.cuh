@@ -72,11 +72,14 @@ struct IntegerGemmArgs {
   portable::GemmEpilogue epilogue;
   int32_t b_is_u8;
   int32_t out_is_f32;
-  int32_t measure;         // EpilogueMode::measure: record statistics only, write nothing
-  int32_t splits;          // > 1: every split adds its exact partial sums into `workspace`
-  int64_t k_chunk;         // K range of one split (a multiple of the kernel's stage depth)
-  int32_t raw_stages;      // deep kernels: slots of the raw cp.async ring (2 … the smem limit)
-  int32_t guarded_copies;  // lean deep kernel: 1 = every stage through the guarded copies (debug)
+  int32_t measure;     // EpilogueMode::measure: record statistics only, write nothing
+  int32_t splits;      // > 1: every split adds its exact partial sums into `workspace`
+  int64_t k_chunk;     // K range of one split (a multiple of the kernel's stage depth)
+  int32_t raw_stages;  // deep kernels: slots of the raw cp.async ring (2 … the smem limit)
+  // Lean deep kernel: 1 sends every stage through the guarded copies. Nothing sets it any more (the
+  // host leaves it 0); the field and the kernel's check stay because the kernels were measured with
+  // them, and without them ptxas schedules the kernels differently.
+  int32_t guarded_copies;
   int32_t tiles_m, tiles_n;
   int64_t batch_offset;  // batch entry of blockIdx.z == 0 (launches are chunked along batch)
   unsigned long long* workspace;  // int64 accumulators [batch][m][n], two's complement

@@ -19,14 +19,6 @@
 // Tiles, accumulators and the end of the tile are those of the lean kernel (grouped_tile,
 // finish_tile): two warpgroups of 64 rows × kTileN columns, three int32 accumulators (two for a
 // u8 B), split K as there.
-//
-// kConv (fprop and stride-1 bprop as implicit GEMMs, see ConvGather): A is the filter in planes
-// with one batch entry per tap (map coordinates: channel, row, plane, tap); B is the gathered
-// operand in channels-last planes, one 5-D map per plane over (channel, n, x2, x1, x0). K runs
-// tap-major in stages of 64 channels; a tile's 128 columns are `pixels` output positions × n_box
-// batch entries (n_box = min(N, 128)), one box per position and stage whose coordinates are the
-// position's x = o·out_step + base plus the tap's t·tap_step. Padding is the maps' zero fill of
-// out-of-range coordinates; channels past C are zero in A and B alike.
 #pragma once
 #include <cuda.h>
 
@@ -41,13 +33,11 @@ namespace flexkit::backend::cuda::gemm_kernels {
 struct PlanarMaps {
   CUtensorMap a;
   CUtensorMap b;
-  CUtensorMap b_lo;  // kConv: B's low plane (its own 5-D map)
 };
 
 namespace planar_detail {
 
 inline constexpr int kMaxRing = 8;
-inline constexpr int kMaxPixels = 8;  // kConv: n_box ≥ 16
 __host__ __device__ constexpr int stage_bytes(bool b_is_u8, int tile_n) {
   return 2 * kWgmmaTileM * kWgmmaStageK + (b_is_u8 ? 1 : 2) * tile_n * kWgmmaStageK;
 }
@@ -65,14 +55,13 @@ __host__ __device__ constexpr int smem_bytes(bool b_is_u8, int tile_n, int ring)
 
 }  // namespace planar_detail
 
-template <bool kBIsU8, int kTileN, bool kConv = false>
+template <bool kBIsU8, int kTileN>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     gemm_wgmma_planar_kernel(const __grid_constant__ IntegerGemmArgs p,
                              const __grid_constant__ PlanarMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wgmma_detail;
   static_assert(kTileN == kWgmmaTileN || (kBIsU8 && kTileN == kWideTileN), "tile widths");
-  static_assert(!kConv || kTileN == kWgmmaTileN, "convolutions: square tiles");
   constexpr int kAPlane = kWgmmaTileM * kWgmmaStageK;
   constexpr int kBPlane = kTileN * kWgmmaStageK;
   constexpr int kAHi = 0, kALo = kAPlane, kBHi = 2 * kAPlane, kBLo = 2 * kAPlane + kBPlane;
@@ -105,67 +94,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 
   // Stage g of this CTA: k = k_begin + 64·g. A split's K range ends on a multiple of 64 or at
   // K, where the maps' extent zero-fills the rest of the box.
-  // kConv: thread 0's walk over (tap, channel block) and each tile position's base coordinates.
-  [[maybe_unused]] __shared__ int32_t pixel_x[planar_detail::kMaxPixels][3];
-  [[maybe_unused]] int32_t conv_tap = 0, conv_block = 0, conv_t[3] = {0, 0, 0};
-  [[maybe_unused]] int32_t n_box = 0, pixels = 0, n0 = 0;
-  if constexpr (kConv) {
-    const ConvGather& g = p.gather;
-    if (threadIdx.x == 0) {
-      n_box = g.batch < kTileN ? g.batch : kTileN;
-      pixels = kTileN / n_box;
-      n0 = static_cast<int32_t>(col0 % g.batch);
-      const int64_t first = col0 / g.batch;
-      for (int j = 0; j < pixels; ++j) {
-        int64_t position = first + j;
-        const int64_t o2 = position % g.out[2];
-        position /= g.out[2];
-        const int64_t o1 = position % g.out[1];
-        const int64_t o0 = position / g.out[1];
-        pixel_x[j][0] = static_cast<int32_t>(o0 * g.out_step[0] + g.base[0]);
-        pixel_x[j][1] = static_cast<int32_t>(o1 * g.out_step[1] + g.base[1]);
-        pixel_x[j][2] = static_cast<int32_t>(o2 * g.out_step[2] + g.base[2]);
-      }
-      const int32_t stage0 = static_cast<int32_t>(k_begin / kWgmmaStageK);
-      conv_tap = stage0 / g.channel_stages;
-      conv_block = stage0 - conv_tap * g.channel_stages;
-      conv_t[2] = conv_tap % g.taps[2];
-      conv_t[1] = (conv_tap / g.taps[2]) % g.taps[1];
-      conv_t[0] = conv_tap / (g.taps[2] * g.taps[1]);
-    }
-  }
   auto issue_stage = [&](int stage, uint32_t slot) {
     const uint32_t dst = smem_address + slot * kStageBytes;
     const uint32_t barrier = full0 + 8 * slot;
     tma::arrive_expect_bytes(barrier, kStageBytes);
-    if constexpr (kConv) {
-      // Stages are issued strictly in order: the walk advances once per call.
-      const ConvGather& g = p.gather;
-      const int32_t c = conv_block * kWgmmaStageK;
-      tma::load_4d(dst + kAHi, &maps.a, c, int32_t(row0), 0, conv_tap, barrier);
-      tma::load_4d(dst + kALo, &maps.a, c, int32_t(row0), 1, conv_tap, barrier);
-      const int32_t d0 = conv_t[0] * g.tap_step[0], d1 = conv_t[1] * g.tap_step[1],
-                    d2 = conv_t[2] * g.tap_step[2];
-      for (int j = 0; j < pixels; ++j) {
-        const uint32_t row_offset = uint32_t(j * n_box) * wgmma::kRowBytes;
-        const int32_t x0 = pixel_x[j][0] + d0, x1 = pixel_x[j][1] + d1, x2 = pixel_x[j][2] + d2;
-        tma::load_5d(dst + kBHi + row_offset, &maps.b, c, n0, x2, x1, x0, barrier);
-        if constexpr (!kBIsU8)
-          tma::load_5d(dst + kBLo + row_offset, &maps.b_lo, c, n0, x2, x1, x0, barrier);
-      }
-      if (++conv_block == g.channel_stages) {
-        conv_block = 0;
-        ++conv_tap;
-        if (++conv_t[2] == g.taps[2]) {
-          conv_t[2] = 0;
-          if (++conv_t[1] == g.taps[1]) {
-            conv_t[1] = 0;
-            ++conv_t[0];
-          }
-        }
-      }
-      return;
-    }
     const int32_t k = static_cast<int32_t>(k_begin + int64_t(stage) * kWgmmaStageK);
     tma::load_4d(dst + kAHi, &maps.a, k, int32_t(row0), 0, a_batch, barrier);
     tma::load_4d(dst + kALo, &maps.a, k, int32_t(row0), 1, a_batch, barrier);
@@ -176,7 +108,6 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   if (threadIdx.x == 0) {
     tma::prefetch_map(&maps.a);
     tma::prefetch_map(&maps.b);
-    if constexpr (kConv && !kBIsU8) tma::prefetch_map(&maps.b_lo);
     for (int slot = 0; slot < ring; ++slot) {
       tma::barrier_init(full0 + 8 * slot, 1);
       tma::barrier_init(empty0 + 8 * slot, kWarps);
@@ -190,16 +121,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     }
   }
 
-  const int warpgroup = threadIdx.x >> 7;
-  const uint32_t a_rows_offset = warpgroup * 64 * wgmma::kRowBytes;
-  const uint64_t desc0 = wgmma::descriptor(smem_address);
-  const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
-  const uint32_t desc_lo = static_cast<uint32_t>(desc0);
-  const uint32_t d_a_hi = desc_lo + ((kAHi + a_rows_offset) >> 4);
-  const uint32_t d_a_lo = desc_lo + ((kALo + a_rows_offset) >> 4);
-  const uint32_t d_b_hi = desc_lo + (kBHi >> 4);
-  const uint32_t d_b_lo = desc_lo + (kBLo >> 4);
-  auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
+  PlaneDescriptors desc;
+  desc.init(smem_address, kAHi, kALo, kBHi, kBLo);
 
   uint32_t acc_hi[kAccs], acc_mid[kAccs], acc_lo[kAccs];
 #pragma unroll
@@ -222,9 +145,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #pragma unroll
     for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
       const uint32_t step = base + 2 * ks;  // 32 bytes along the 64-byte row, >> 4
-      const uint64_t a_hi = desc(d_a_hi + step);
-      const uint64_t a_lo = desc(d_a_lo + step);
-      const uint64_t b_hi = desc(d_b_hi + step);
+      const uint64_t a_hi = desc(desc.a_hi + step);
+      const uint64_t a_lo = desc(desc.a_lo + step);
+      const uint64_t b_hi = desc(desc.b_hi + step);
       if constexpr (kBIsU8 && kTileN == kWideTileN) {
         wgmma::wgmma_m64n192k32_s8u8(acc_hi, a_hi, b_hi);
         wgmma::wgmma_m64n192k32_u8u8(acc_lo, a_lo, b_hi);
@@ -232,7 +155,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
         wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
         wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
       } else {
-        wgmma::byte_products<false>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi, desc(d_b_lo + step));
+        wgmma::byte_products<false>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi,
+                                    desc(desc.b_lo + step));
       }
     }
     wgmma::commit_group();
@@ -262,15 +186,15 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 
 namespace planar_detail {
 
-template <bool kBIsU8, int kTileN, bool kConv = false>
+template <bool kBIsU8, int kTileN>
 bool prepare() {
-  return prepare_sm90_kernel(gemm_wgmma_planar_kernel<kBIsU8, kTileN, kConv>,
+  return prepare_sm90_kernel(gemm_wgmma_planar_kernel<kBIsU8, kTileN>,
                              smem_bytes(kBIsU8, kTileN, ring_stages(kBIsU8, kTileN)));
 }
 
-template <bool kBIsU8, int kTileN, bool kConv = false>
+template <bool kBIsU8, int kTileN>
 void launch(dim3 grid, const IntegerGemmArgs& args, const PlanarMaps& maps, cudaStream_t stream) {
-  gemm_wgmma_planar_kernel<kBIsU8, kTileN, kConv>
+  gemm_wgmma_planar_kernel<kBIsU8, kTileN>
       <<<grid, kWgmmaThreads, smem_bytes(kBIsU8, kTileN, args.raw_stages), stream>>>(args, maps);
   FLEXKIT_CUDA_CHECK_LAUNCH("gemm_wgmma_planar_kernel");
 }

@@ -47,22 +47,8 @@ bool prepare_planar(bool b_is_u8, int tile_n);
 void launch_planar(bool b_is_u8, int tile_n, dim3 grid, const IntegerGemmArgs& args,
                    const PlanarOperand& a, const PlanarOperand& b, cudaStream_t stream);
 
-// The implicit-GEMM convolution on the planar kernel (fprop, and bprop without a stride):
-// `a` the filter's planes with one batch entry per tap (rows × channels), `b` the gathered
-// operand's channels-last planes (rows (x0, x1, x2, n), n fastest, k = channels); args.gather
-// describes the walk (gather.batch: 16, 32, 64 or a multiple of 128). Grid as launch_planar's.
-bool prepare_planar_conv(bool b_is_u8);
-void launch_planar_conv(bool b_is_u8, dim3 grid, const IntegerGemmArgs& args,
-                        const PlanarOperand& a, const PlanarOperand& b, cudaStream_t stream);
-
 // Per element type of B (one translation unit each, to spread the build).
 struct PlanarMaps;
-bool prepare_planar_conv_s16();
-bool prepare_planar_conv_u8();
-void launch_planar_conv_s16(dim3 grid, const IntegerGemmArgs& args, const PlanarMaps& maps,
-                            cudaStream_t stream);
-void launch_planar_conv_u8(dim3 grid, const IntegerGemmArgs& args, const PlanarMaps& maps,
-                           cudaStream_t stream);
 bool prepare_planar_s16();
 bool prepare_planar_u8(int tile_n);
 void launch_planar_s16(dim3 grid, const IntegerGemmArgs& args, const PlanarMaps& maps,

@@ -13,13 +13,4 @@ void launch_planar_s16(dim3 grid, const IntegerGemmArgs& args, const PlanarMaps&
   planar_detail::launch<false, kWgmmaTileN>(grid, args, maps, stream);
 }
 
-bool prepare_planar_conv_s16() {
-  return planar_detail::prepare<false, kWgmmaTileN, true>();
-}
-
-void launch_planar_conv_s16(dim3 grid, const IntegerGemmArgs& args, const PlanarMaps& maps,
-                            cudaStream_t stream) {
-  planar_detail::launch<false, kWgmmaTileN, true>(grid, args, maps, stream);
-}
-
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -19,13 +19,4 @@ void launch_planar_u8(int tile_n, dim3 grid, const IntegerGemmArgs& args, const 
   }
 }
 
-bool prepare_planar_conv_u8() {
-  return planar_detail::prepare<true, kWgmmaTileN, true>();
-}
-
-void launch_planar_conv_u8(dim3 grid, const IntegerGemmArgs& args, const PlanarMaps& maps,
-                           cudaStream_t stream) {
-  planar_detail::launch<true, kWgmmaTileN, true>(grid, args, maps, stream);
-}
-
 }  // namespace flexkit::backend::cuda::gemm_kernels

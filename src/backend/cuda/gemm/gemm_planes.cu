@@ -195,32 +195,6 @@ CUtensorMap encode(const PlanarOperand& o, int box_rows) {
   return map;
 }
 
-// The gathered operand of a convolution: plane `plane` of channels-last planes as a 5-D map over
-// (channel, n, x2, x1, x0), boxes of 64 channels × n_box batch entries.
-CUtensorMap encode_conv(const PlanarOperand& o, int plane, const ConvGather& g) {
-  CUtensorMap map;
-  const int n_box = g.batch < kWgmmaTileN ? g.batch : kWgmmaTileN;
-  const cuuint64_t dims[5] = {cuuint64_t(o.k), cuuint64_t(g.batch), cuuint64_t(g.in[2]),
-                              cuuint64_t(g.in[1]), cuuint64_t(g.in[0])};
-  // Bytes per step of n, x2, x1, x0: the planes' rows are (x0, x1, x2, n), n fastest.
-  const cuuint64_t n_step = cuuint64_t(o.pitch);
-  const cuuint64_t x2_step = n_step * cuuint64_t(g.batch);
-  const cuuint64_t x1_step = x2_step * cuuint64_t(g.in[2]);
-  const cuuint64_t strides[4] = {n_step, x2_step, x1_step, x1_step * cuuint64_t(g.in[1])};
-  const cuuint32_t box[5] = {cuuint32_t(kWgmmaStageK), cuuint32_t(n_box), 1, 1, 1};
-  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
-  void* base = const_cast<unsigned char*>(static_cast<const unsigned char*>(o.data) +
-                                          int64_t(plane) * o.plane_stride);
-  const CUresult result = tensor_map_encoder()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, base, dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS)
-    throw CudaError("cuTensorMapEncodeTiled failed (" + std::to_string(int(result)) +
-                    ") for a convolution operand of " + std::to_string(o.k) + " channels");
-  return map;
-}
-
 }  // namespace
 
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -237,24 +211,6 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   if (function == nullptr)
     throw CudaError("the driver has no cuTensorMapEncodeTiled (needs CUDA 12 or newer)");
   return function;
-}
-
-bool prepare_planar_conv(bool b_is_u8) {
-  return b_is_u8 ? prepare_planar_conv_u8() : prepare_planar_conv_s16();
-}
-
-void launch_planar_conv(bool b_is_u8, dim3 grid, const IntegerGemmArgs& args,
-                        const PlanarOperand& a, const PlanarOperand& b, cudaStream_t stream) {
-  PlanarMaps maps;
-  maps.a = encode(a, kWgmmaTileM);
-  maps.b = encode_conv(b, 0, args.gather);
-  if (b_is_u8) {
-    maps.b_lo = maps.b;
-    launch_planar_conv_u8(grid, args, maps, stream);
-  } else {
-    maps.b_lo = encode_conv(b, 1, args.gather);
-    launch_planar_conv_s16(grid, args, maps, stream);
-  }
 }
 
 std::size_t planar_bytes(int64_t rows, int64_t k, int64_t entries, int planes) {

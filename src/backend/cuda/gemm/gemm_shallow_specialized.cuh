@@ -48,6 +48,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/gemm/conv_gather.cuh"
 #include "backend/cuda/gemm/gemm_shallow.cuh"
 #include "backend/cuda/gemm/tma_pipeline.cuh"
 
@@ -129,71 +130,6 @@ static_assert(specialized_smem_bytes(2, 1) <= kSpecializedSmemLimit &&
                   specialized_smem_bytes(3, 1) <= kSpecializedSmemLimit &&
                   specialized_smem_bytes(3, kShallowMaxStages) <= kSpecializedSmemLimit,
               "over the sm_90 shared-memory limit per block");
-
-// GatherCopy<int16_t>'s copies for 256 threads, taken by 128: thread t issues its own four
-// chunks and those of thread t + 128, whose column chunk is the same and whose k-rows lie 32
-// further (rowcontig_s16_first_k(u + 8) = rowcontig_s16_first_k(u) + 32, in the other half of
-// the swizzle's key).
-struct ProducerGather {
-  static constexpr int kChunkElements = 8;
-  int32_t x0[3];        // o_d·out_step_d + base_d of this thread's position
-  int64_t base_offset;  // elements: n0 + first k-row · channel_stride + Σ_d x0_d · in_stride_d
-  int32_t k_first;
-  uint32_t dst0, dst1;  // slot offsets of the first chunk of each half
-  bool column_ok;
-
-  __device__ __forceinline__ void init_at(const ConvGather& g, int64_t col, const int64_t (&o)[3],
-                                          int64_t n0, int64_t columns) {
-    const int t = threadIdx.x;  // 0 … 127
-    const int chunk = t & 15;
-    k_first = rowcontig_s16_first_k(t >> 4);
-    dst0 = raw_rowcontig_offset(k_first, chunk, 256);
-    dst1 = raw_rowcontig_offset(k_first + 32, chunk, 256);
-    column_ok = col < columns;
-#pragma unroll
-    for (int d = 0; d < 3; ++d) x0[d] = static_cast<int32_t>(o[d] * g.out_step[d] + g.base[d]);
-    base_offset = n0 + int64_t(k_first) * g.channel_stride;
-    if (!g.strided_gradient) {
-#pragma unroll
-      for (int d = 0; d < 3; ++d) base_offset += int64_t(x0[d]) * g.in_stride[d];
-    }
-  }
-
-  // The same checks and addresses as GatherCopy::issue; chunk j < 4 holds k-row k_first + 2j,
-  // chunk j ≥ 4 k-row k_first + 32 + 2 (j − 4).
-  __device__ __forceinline__ void issue(uint32_t slot, const int16_t* data, const ConvGather& g,
-                                        const TapWalk& walk, int k_valid) const {
-    bool ok = column_ok;
-    const int16_t* src;
-    if (!g.strided_gradient) {
-#pragma unroll
-      for (int d = 0; d < 3; ++d)
-        ok = ok && static_cast<uint32_t>(x0[d] + walk.disp(g, d)) < static_cast<uint32_t>(g.in[d]);
-      src = data + (base_offset + walk.b_offset);
-    } else {
-      int64_t offset = base_offset + int64_t(kWgmmaStageK) * walk.block * g.channel_stride;
-#pragma unroll
-      for (int d = 0; d < 3; ++d) {
-        int32_t x = x0[d] + walk.disp(g, d);
-        ok = ok && x >= 0 && x % g.divisor[d] == 0;
-        x /= g.divisor[d];
-        ok = ok && static_cast<uint32_t>(x) < static_cast<uint32_t>(g.in[d]);
-        offset += int64_t(x) * g.in_stride[d];
-      }
-      src = data + offset;
-    }
-    const int bytes = ok ? 16 : 0;
-    const int64_t step = int64_t(kRowContigS16KStep) * g.channel_stride;
-    const int64_t half = 32 * g.channel_stride;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int k = k_first + kRowContigS16KStep * (j & 3) + 32 * (j >> 2);
-      const uint32_t dst = (j < 4 ? dst0 : dst1) + 512u * (j & 3);
-      const int16_t* chunk_src = src + (j >> 2) * half + (j & 3) * step;
-      cp_async_16(slot + dst, chunk_src, k_valid == kWgmmaStageK || k < k_valid ? bytes : 0);
-    }
-  }
-};
 
 // B's stage as two bulk tensor loads (where B is a plain matrix: 1×1 filters at stride 1 without
 // padding, the positions one unit stride): a 4-D map of k-row k = 16·q + 2·h + b and 64 columns

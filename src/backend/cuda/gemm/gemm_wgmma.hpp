@@ -30,7 +30,7 @@ struct WgmmaVariant {
   bool b_k_contig;
   int tile_n;  // kWgmmaTileN, or kWgmmaWideTileN (u8 B only)
 };
-// The wider N tile a u8 B may use (FLEXKIT_GEMM_TILE_N=192).
+// The wider N tile a u8 B uses (the fastest u8 variant measured).
 inline constexpr int kWgmmaWideTileN = 192;
 
 // The deepest raw ring (args.raw_stages) that fits the kernel's shared memory.
@@ -72,13 +72,5 @@ WgmmaKSplit wgmma_k_split(int64_t k, int64_t ctas, int sms);
 void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int device,
                           cudaStream_t stream, unsigned long long* clear = nullptr,
                           std::size_t clear_words = 0);
-
-// The register-A kernel (gemm_wgmma_rs.cu): same tile, stage depth and K-chunk rules as above,
-// for a k-contiguous A only; B k- or n-contiguous. A and B through the raw cp.async ring
-// (gemm_wgmma_rs_deep_kernel, args.raw_stages ≥ 3 slots, at most wgmma_rs_max_raw_stages).
-bool prepare_wgmma_rs(bool b_is_u8, bool b_k_contig);
-void launch_wgmma_rs(bool b_is_u8, bool b_k_contig, dim3 grid, const IntegerGemmArgs& args,
-                     cudaStream_t stream);
-int wgmma_rs_max_raw_stages(bool b_is_u8);
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -73,19 +73,8 @@ __device__ __forceinline__ void load_4d(uint32_t dst, const CUtensorMap* map, in
       : "memory");
 }
 
-// The same for a 5-D tensor map.
-__device__ __forceinline__ void load_5d(uint32_t dst, const CUtensorMap* map, int32_t c0,
-                                        int32_t c1, int32_t c2, int32_t c3, int32_t c4,
-                                        uint32_t barrier) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
-      "r"(barrier)
-      : "memory");
-}
-
-// The same under an L2 eviction policy (createpolicy) for the lines it reads.
+// The same for a 5-D tensor map, under an L2 eviction policy (createpolicy) for the lines it
+// reads.
 __device__ __forceinline__ void load_5d_hinted(uint32_t dst, const CUtensorMap* map, int32_t c0,
                                                int32_t c1, int32_t c2, int32_t c3, int32_t c4,
                                                uint32_t barrier, uint64_t policy) {

@@ -146,7 +146,7 @@ FLEXKIT_WGMMA_SS(wgmma_m64n128k32_u8u8, 128, "u8.u8", 64, "+r", "%66", "%64, %65
 FLEXKIT_WGMMA_SS(wgmma_m64n128k32_s8s8_fresh, 128, "s8.s8", 64, "=r", "0", "%64, %65")
 FLEXKIT_WGMMA_SS(wgmma_m64n128k32_s8u8_fresh, 128, "s8.u8", 64, "=r", "0", "%64, %65")
 FLEXKIT_WGMMA_SS(wgmma_m64n128k32_u8u8_fresh, 128, "u8.u8", 64, "=r", "0", "%64, %65")
-// m64n192k32 (96 accumulators), for a u8 B with the wider N tile (FLEXKIT_GEMM_TILE_N=192): A
+// m64n192k32 (96 accumulators), for a u8 B with the wider N tile: A
 // high bytes (s8) or low bytes (u8) times the B bytes (u8); the B descriptor covers 24 groups of
 // 8 rows instead of 16.
 FLEXKIT_WGMMA_SS(wgmma_m64n192k32_s8u8, 192, "s8.u8", 96, "+r", "%98", "%96, %97", , "r"(1))
@@ -161,14 +161,6 @@ FLEXKIT_WGMMA_SS(wgmma_m64n64k32_s8s8_fresh, 64, "s8.s8", 32, "=r", "0", "%32, %
 FLEXKIT_WGMMA_SS(wgmma_m64n64k32_s8u8_fresh, 64, "s8.u8", 32, "=r", "0", "%32, %33")
 FLEXKIT_WGMMA_SS(wgmma_m64n64k32_u8u8_fresh, 64, "u8.u8", 32, "=r", "0", "%32, %33")
 // Register-A forms.
-FLEXKIT_WGMMA_RS(wgmma_rs_m64n128k32_s8s8, 128, "s8.s8", 64, "%69", "{%64, %65, %66, %67}, %68", ,
-                 "r"(1))
-FLEXKIT_WGMMA_RS(wgmma_rs_m64n128k32_s8u8, 128, "s8.u8", 64, "%69", "{%64, %65, %66, %67}, %68", ,
-                 "r"(1))
-FLEXKIT_WGMMA_RS(wgmma_rs_m64n128k32_u8s8, 128, "u8.s8", 64, "%69", "{%64, %65, %66, %67}, %68", ,
-                 "r"(1))
-FLEXKIT_WGMMA_RS(wgmma_rs_m64n128k32_u8u8, 128, "u8.u8", 64, "%69", "{%64, %65, %66, %67}, %68", ,
-                 "r"(1))
 FLEXKIT_WGMMA_RS(wgmma_rs_m64n64k32_s8s8, 64, "s8.s8", 32, "1", "{%32, %33, %34, %35}, %36")
 FLEXKIT_WGMMA_RS(wgmma_rs_m64n64k32_s8u8, 64, "s8.u8", 32, "1", "{%32, %33, %34, %35}, %36")
 FLEXKIT_WGMMA_RS(wgmma_rs_m64n64k32_u8s8, 64, "u8.s8", 32, "1", "{%32, %33, %34, %35}, %36")

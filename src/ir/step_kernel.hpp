@@ -1,7 +1,9 @@
 // The form every FlexSN kernel kind is lowered to before a backend runs it: a per-neuron loop
 // over T steps whose body is a flat SSA program of float32 scalar ops. The CPU interpreter
-// (snn/cpu_step_kernel.cpp) and the CUDA generator (codegen/cuda_step_kernel_source.cpp) read
-// this one description, so both backends compute the same thing in the same order.
+// (backend/cpu/step_kernel_executor.cpp) and the CUDA generator
+// (codegen/cuda_step_kernel_source.cpp) read this one description, so both backends compute the
+// same thing in the same order. The names stay in namespace snn: FlexSN is the language that
+// lowers to this form, and its code names them unqualified.
 //
 // Per neuron n (N neurons, T steps, sequences laid out [outer, T, inner] contiguous, with
 // N = outer * inner and n = o * inner + i; inner = N is the plain [T, N]):
@@ -21,7 +23,7 @@
 #include <vector>
 
 #include "flexkit/array.hpp"
-#include "snn/neuron_ast.hpp"
+#include "ir/surrogate.hpp"
 
 namespace flexkit::snn {
 
@@ -117,14 +119,18 @@ struct StepKernel {
   std::vector<int> carried_next;  // value id each carried value takes after a step
   std::vector<ParamSlot> params;
   StepProgram body;
-  // codegen::step_kernel_structure of this kernel when the kernel was memoised with it (the
-  // backends' cache key); empty = compute it on use.
+  // step_kernel_structure of this kernel when the kernel was memoised with it (the backends'
+  // cache key); empty = compute it on use.
   std::string structure;
 };
 
 // Readable listing, one instruction per line ("%3 = mul %1, %2"); also the structural identity
 // of a kernel (two kernels with equal listings compute the same thing).
 std::string to_string(const StepKernel& kernel);
+
+// to_string(kernel) without the carried slots' initial values (those are launch parameters):
+// everything a generated program depends on, hence the kernel cache key.
+std::string step_kernel_structure(const StepKernel& kernel);
 
 // The arrays of one launch. All on one device; sequences are contiguous [outer, T, inner] (any
 // shape with T * N elements in that order), in their slot's dtype; carried and params are
@@ -143,12 +149,8 @@ struct StepKernelLaunch {
   std::vector<Array> params;         // [1] or [N] f32
 };
 
-// Backends. Both check nothing beyond what the caller (snn/neuron_api.cpp) guarantees.
+// Backends. Both check nothing beyond what the caller (snn/neuron_calls.cpp) guarantees.
 void run_step_kernel_cpu(const StepKernel& kernel, const StepKernelLaunch& launch);
 void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& launch);
-
-// The generated CUDA program for a kernel (what run_step_kernel_cuda compiles); available in
-// every build, for introspection.
-std::string cuda_step_kernel_source(const StepKernel& kernel);
 
 }  // namespace flexkit::snn

@@ -1,6 +1,6 @@
 // The CPU GEMM kernels: exact integer products (flex16 × flex16, flex16 × u8) and f32.
 #pragma once
-#include "gemm/gemm_problem.hpp"
+#include "backend/gemm_problem.hpp"
 
 namespace flexkit::gemm {
 

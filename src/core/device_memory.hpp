@@ -1,4 +1,6 @@
-// Device memory for array storage, through the CUDA caching allocator (stubs without CUDA).
+// Device memory for array storage: declared here because Storage allocates through it, defined
+// by the CUDA backend's caching allocator (backend/cuda/caching_allocator.cpp; without CUDA,
+// backend/cuda_unavailable.cpp refuses every request).
 #pragma once
 #include <cstddef>
 

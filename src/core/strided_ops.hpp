@@ -1,5 +1,7 @@
 // The element-moving primitives every backend provides for arrays: strided copy (with flex16
 // re-scaling) and fill. Operands share one shape; strides may differ (and be 0 on the source).
+// Declared here because Array's copies dispatch to them; defined by the backends
+// (backend/cpu/strided_ops.cpp, backend/cuda/strided_kernels.cu, backend/cuda_unavailable.cpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>

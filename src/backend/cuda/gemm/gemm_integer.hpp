@@ -1,7 +1,7 @@
 // The CUDA GEMM kernels for exact integer products (flex16 × flex16 and flex16 × u8) on the
 // int8 tensor cores. f32 products go through cuBLAS (gemm_cublas.hpp).
 #pragma once
-#include "gemm/gemm_problem.hpp"
+#include "backend/gemm_problem.hpp"
 
 namespace flexkit::gemm {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include "flexkit/portable/ew_ops.hpp"
 #include "flexkit/portable/neuron_ops.hpp"
-#include "snn/step_kernel.hpp"
+#include "ir/step_kernel.hpp"
 
 namespace flexkit::snn {
 

@@ -1,8 +1,8 @@
 // What dot() calls on a CUDA device: f32 products through cuBLAS, integer products through the
 // tensor-core kernels with their statistics brought back to the host.
 #pragma once
-#include "gemm/exact_output.hpp"
-#include "gemm/gemm_problem.hpp"
+#include "backend/exact_stats.hpp"
+#include "backend/gemm_problem.hpp"
 
 namespace flexkit::gemm {
 

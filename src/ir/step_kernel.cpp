@@ -1,8 +1,9 @@
-#include "snn/step_kernel.hpp"
+#include "ir/step_kernel.hpp"
 
 #include <bit>
 #include <charconv>
 #include <cstdio>
+#include <sstream>
 
 #include "core/text.hpp"
 
@@ -248,6 +249,21 @@ std::string to_string(const StepKernel& kernel) {
     s += cat("  carried_next ", label(carried_labels, static_cast<int>(k)), " = ",
              value_ref(kernel.carried_next[k]), "\n");
   return s;
+}
+
+std::string step_kernel_structure(const StepKernel& kernel) {
+  std::istringstream listing(to_string(kernel));
+  std::string out;
+  for (std::string line; std::getline(listing, line);) {
+    // Declarations of carried slots ("  carried 0 v (init 0)") end with the initial value.
+    if (line.rfind("  carried ", 0) == 0) {
+      const std::size_t init = line.rfind(" (init ");
+      if (init != std::string::npos) line.erase(init);
+    }
+    out += line;
+    out += '\n';
+  }
+  return out;
 }
 
 }  // namespace flexkit::snn

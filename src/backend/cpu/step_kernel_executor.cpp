@@ -12,8 +12,8 @@
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/portable/ew_ops.hpp"
-#include "snn/step_eval.hpp"
-#include "snn/step_kernel.hpp"
+#include "ir/step_eval.hpp"
+#include "ir/step_kernel.hpp"
 
 namespace flexkit::snn {
 
