@@ -221,8 +221,9 @@ std::string Neuron::cuda_source(NeuronKernelKind kind) const {
   return snn::cuda_step_kernel_source(default_kernel(*impl_, kind));
 #else
   (void)kind;
-  throw UnsupportedError("Neuron::cuda_source: this build of flexkit has no CUDA backend "
-                         "(FLEXKIT_CUDA=OFF or no CUDA toolkit), so no CUDA code generator");
+  throw UnsupportedError(
+      "Neuron::cuda_source: this build of flexkit has no CUDA backend "
+      "(FLEXKIT_CUDA=OFF or no CUDA toolkit), so no CUDA code generator");
 #endif
 }
 
