@@ -24,11 +24,13 @@ namespace portable = flexkit::portable;
 using portable::AutoflexState;
 
 // One flex16 write of a tensor whose largest |value| is `max_abs`: the exact iwl on the first
-// write, the manager's afterwards; returns what the tensor reads back for that value.
-double write(AutoflexState& s, double max_abs) {
+// write, the manager's afterwards; returns what the tensor reads back for that value, and the
+// iwl the write used in `used_iwl` when given.
+double write(AutoflexState& s, double max_abs, int* used_iwl = nullptr) {
   const int iwl = portable::autoflex_wants_exact(s)
                       ? portable::flex16_iwl_holding(static_cast<float>(max_abs))
                       : s.iwl;
+  if (used_iwl) *used_iwl = iwl;
   const portable::Flex16Code code = portable::flex16_encode(max_abs, iwl);
   portable::autoflex_record(s, iwl, std::abs(code.m), code.saturated ? 1 : 0, 0);
   return std::ldexp(static_cast<double>(code.m), iwl - 15);
@@ -88,9 +90,9 @@ TEST(Autoflex, PinnedTrace) {
   const double want[] = {1.5, 1.99993896484375, 3.5, 4.5};
   const int iwls[] = {1, 1, 3, 3};
   for (int x = 0; x < 4; ++x) {
-    const int iwl = portable::autoflex_wants_exact(s) ? 1 : s.iwl;
+    int iwl = 0;
+    EXPECT_EQ(write(s, x + 1.5, &iwl), want[x]) << "x = " << x;
     EXPECT_EQ(iwl, iwls[x]) << "x = " << x;
-    EXPECT_EQ(write(s, x + 1.5), want[x]) << "x = " << x;
   }
   EXPECT_EQ(s.overflows, 1);
   EXPECT_EQ(s.saturated, 1u);
@@ -182,10 +184,11 @@ TEST(Autoflex, PredictionsAreClampedToTheLegalRange) {
   EXPECT_EQ(s.iwl, 127);
   EXPECT_EQ(s.clamped, 1);
   AutoflexState t = portable::autoflex_initial();
-  write(t, std::ldexp(1.0, -120));
-  write(t, std::ldexp(1.0, -120));
+  write(t, std::ldexp(1.0, -120));  // the exact iwl is already the smallest legal one
+  EXPECT_EQ(t.min_iwl, -111);
+  write(t, std::ldexp(1.0, -120));  // predicts 2^-119: clamped to -111
   EXPECT_EQ(t.iwl, -111);
-  EXPECT_GE(t.clamped, 0);
+  EXPECT_EQ(t.clamped, 1);
 }
 
 // Random sequences — slow drifts, noise, jumps both ways, zeros — against the restated rule.
