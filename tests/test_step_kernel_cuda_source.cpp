@@ -58,35 +58,35 @@ fs::path StepKernelSource::dir_;
 // Appends instructions and returns their value ids.
 struct Program {
   StepKernel& k;
-  int add(StepOp op, int a = -1, int b = -1, int c = -1) {
-    StepInstr in;
+  int add(ir::Op op, int a = -1, int b = -1, int c = -1) {
+    ir::Instr in;
     in.op = op;
     in.a = a;
     in.b = b;
     in.c = c;
     return push(in);
   }
-  int leaf(StepOp op, int slot) {
-    StepInstr in;
+  int leaf(ir::Op op, int slot) {
+    ir::Instr in;
     in.op = op;
     in.slot = slot;
     return push(in);
   }
   int constant(float v) {
-    StepInstr in;
-    in.op = StepOp::constant;
+    ir::Instr in;
+    in.op = ir::Op::constant;
     in.constant = v;
     return push(in);
   }
   int spike_grad(int z, Surrogate s, float alpha) {
-    StepInstr in;
-    in.op = StepOp::spike_grad;
+    ir::Instr in;
+    in.op = ir::Op::spike_grad;
     in.a = z;
     in.surrogate = s;
     in.alpha = alpha;
     return push(in);
   }
-  int push(const StepInstr& in) {
+  int push(const ir::Instr& in) {
     k.body.instrs.push_back(in);
     return static_cast<int>(k.body.instrs.size()) - 1;
   }
@@ -100,14 +100,14 @@ StepKernel lif(DType in = DType::f32, DType out = DType::f32) {
   k.seq_out = {{"s", out}};
   k.carried = {{"v", 0.0f}};
   Program p{k};
-  const int x = p.leaf(StepOp::seq_in, 0);                               // %0
-  const int v = p.leaf(StepOp::carried, 0);                              // %1
-  const int d = p.add(StepOp::sub, x, v);                                // %2
+  const int x = p.leaf(ir::Op::seq_in, 0);                               // %0
+  const int v = p.leaf(ir::Op::carried, 0);                              // %1
+  const int d = p.add(ir::Op::sub, x, v);                                // %2
   const int half = p.constant(0.5f);                                     // %3
-  const int h = p.add(StepOp::add, v, p.add(StepOp::mul, d, half));      // %4 mul, %5 add
+  const int h = p.add(ir::Op::add, v, p.add(ir::Op::mul, d, half));      // %4 mul, %5 add
   const int one = p.constant(1.0f);                                      // %6
-  const int s = p.add(StepOp::spike, p.add(StepOp::sub, h, one));        // %7 sub, %8 spike
-  const int v_next = p.add(StepOp::mul, h, p.add(StepOp::sub, one, s));  // %9 sub, %10 mul
+  const int s = p.add(ir::Op::spike, p.add(ir::Op::sub, h, one));        // %7 sub, %8 spike
+  const int v_next = p.add(ir::Op::mul, h, p.add(ir::Op::sub, one, s));  // %9 sub, %10 mul
   k.seq_out_value = {s};
   k.carried_next = {v_next};
   return k;
@@ -132,28 +132,28 @@ StepKernel everything() {
   k.carried = {{"grad_v", 0.0f}, {"acc", 2.5f}};
   k.params = {{"w", false}, {"tau", true}};
   Program p{k};
-  const int gs = p.leaf(StepOp::seq_in, 0);
-  const int h = p.leaf(StepOp::seq_in, 1);
-  const int x = p.leaf(StepOp::seq_in, 2);
-  const int mask = p.leaf(StepOp::seq_in, 3);
-  const int gv = p.leaf(StepOp::carried, 0);
-  const int acc = p.leaf(StepOp::carried, 1);
-  const int w = p.leaf(StepOp::param, 0);
-  const int tau = p.leaf(StepOp::param, 1);
-  int sum = p.add(StepOp::add, gs, gv);
-  for (StepOp op :
-       {StepOp::neg, StepOp::abs, StepOp::sqr, StepOp::sqrt, StepOp::exp, StepOp::exp2, StepOp::log,
-        StepOp::log2, StepOp::sig, StepOp::sig2, StepOp::tanh, StepOp::tanh2, StepOp::reciprocal,
-        StepOp::floor, StepOp::ceil, StepOp::sign, StepOp::spike, StepOp::detach})
-    sum = p.add(StepOp::add, sum, p.add(op, h));
+  const int gs = p.leaf(ir::Op::seq_in, 0);
+  const int h = p.leaf(ir::Op::seq_in, 1);
+  const int x = p.leaf(ir::Op::seq_in, 2);
+  const int mask = p.leaf(ir::Op::seq_in, 3);
+  const int gv = p.leaf(ir::Op::carried, 0);
+  const int acc = p.leaf(ir::Op::carried, 1);
+  const int w = p.leaf(ir::Op::param, 0);
+  const int tau = p.leaf(ir::Op::param, 1);
+  int sum = p.add(ir::Op::add, gs, gv);
+  for (ir::Op op :
+       {ir::Op::neg, ir::Op::abs, ir::Op::sqr, ir::Op::sqrt, ir::Op::exp, ir::Op::exp2, ir::Op::log,
+        ir::Op::log2, ir::Op::sig, ir::Op::sig2, ir::Op::tanh, ir::Op::tanh2, ir::Op::reciprocal,
+        ir::Op::floor, ir::Op::ceil, ir::Op::sign, ir::Op::spike, ir::Op::detach})
+    sum = p.add(ir::Op::add, sum, p.add(op, h));
   for (Surrogate s :
        {Surrogate::kSigmoid, Surrogate::kAtan, Surrogate::kPiecewiseQuadratic,
         Surrogate::kPiecewiseExp, Surrogate::kSoftSign, Surrogate::kSuperSpike, Surrogate::kErf})
-    sum = p.add(StepOp::add, sum, p.spike_grad(h, s, 0.5f + static_cast<float>(s)));
-  for (StepOp op :
-       {StepOp::sub, StepOp::mul, StepOp::div, StepOp::pow, StepOp::eq, StepOp::ne, StepOp::lt,
-        StepOp::le, StepOp::gt, StepOp::ge, StepOp::maximum, StepOp::minimum})
-    sum = p.add(StepOp::add, sum, p.add(op, x, tau));
+    sum = p.add(ir::Op::add, sum, p.spike_grad(h, s, 0.5f + static_cast<float>(s)));
+  for (ir::Op op :
+       {ir::Op::sub, ir::Op::mul, ir::Op::div, ir::Op::pow, ir::Op::eq, ir::Op::ne, ir::Op::lt,
+        ir::Op::le, ir::Op::gt, ir::Op::ge, ir::Op::maximum, ir::Op::minimum})
+    sum = p.add(ir::Op::add, sum, p.add(op, x, tau));
   const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
@@ -162,11 +162,11 @@ StepKernel everything() {
                             std::numeric_limits<float>::max(),
                             0.1f};
   int c = p.constant(0.0f);
-  for (float v : specials) c = p.add(StepOp::add, c, p.constant(v));
-  const int picked = p.add(StepOp::where, mask, sum, c);
-  const int clipped = p.add(StepOp::clip, picked, p.add(StepOp::neg, w), w);
-  k.seq_out_value = {clipped, p.add(StepOp::mul, clipped, w), sum, mask, c};
-  k.carried_next = {p.add(StepOp::mul, clipped, tau), p.add(StepOp::add, acc, clipped)};
+  for (float v : specials) c = p.add(ir::Op::add, c, p.constant(v));
+  const int picked = p.add(ir::Op::where, mask, sum, c);
+  const int clipped = p.add(ir::Op::clip, picked, p.add(ir::Op::neg, w), w);
+  k.seq_out_value = {clipped, p.add(ir::Op::mul, clipped, w), sum, mask, c};
+  k.carried_next = {p.add(ir::Op::mul, clipped, tau), p.add(ir::Op::add, acc, clipped)};
   return k;
 }
 
@@ -223,7 +223,7 @@ TEST_F(StepKernelSource, KernelsWithoutSlotsOrInstructionsCompile) {
   counter.name = "counter";
   counter.carried = {{"n", 0.0f}};
   Program p{counter};
-  counter.carried_next = {p.add(StepOp::add, p.leaf(StepOp::carried, 0), p.constant(1.0f))};
+  counter.carried_next = {p.add(ir::Op::add, p.leaf(ir::Op::carried, 0), p.constant(1.0f))};
   expect_compiles(counter);
 }
 
@@ -235,7 +235,7 @@ TEST_F(StepKernelSource, SourceFollowsDTypesAndOpsButNotInitialValues) {
   EXPECT_NE(cuda_step_kernel_source(lif(DType::u8)), cuda_step_kernel_source(lif(DType::bf16)));
 
   StepKernel other_op = lif();
-  other_op.body.instrs[4].op = StepOp::add;
+  other_op.body.instrs[4].op = ir::Op::add;
   EXPECT_NE(base, cuda_step_kernel_source(other_op));
   StepKernel other_constant = lif();
   other_constant.body.instrs[3].constant = 0.25f;
@@ -251,8 +251,8 @@ TEST_F(StepKernelSource, SourceFollowsDTypesAndOpsButNotInitialValues) {
   EXPECT_NE(step_kernel_structure(with_param), step_kernel_structure(per_neuron));
 
   StepKernel other_alpha = everything();
-  for (StepInstr& in : other_alpha.body.instrs)
-    if (in.op == StepOp::spike_grad) in.alpha = 7.0f;
+  for (ir::Instr& in : other_alpha.body.instrs)
+    if (in.op == ir::Op::spike_grad) in.alpha = 7.0f;
   EXPECT_NE(cuda_step_kernel_source(everything()), cuda_step_kernel_source(other_alpha));
 
   // The initial value is a kernel argument: same program, same cache key; but the listing,
@@ -282,13 +282,13 @@ TEST_F(StepKernelSource, ListingShowsTheProgram) {
         " = where %3, ", " = clip ", " = detach %1\n"})
     EXPECT_NE(e.find(text), std::string::npos) << text << "\nin\n" << e;
   // Every op has a name of its own.
-  for (int a = 0; a <= static_cast<int>(StepOp::clip); ++a)
+  for (int a = 0; a <= static_cast<int>(ir::Op::argmin); ++a)
     for (int b = 0; b < a; ++b)
-      EXPECT_STRNE(step_op_name(static_cast<StepOp>(a)), step_op_name(static_cast<StepOp>(b)));
-  EXPECT_EQ(step_op_arity(StepOp::param), 0);
-  EXPECT_EQ(step_op_arity(StepOp::spike_grad), 1);
-  EXPECT_EQ(step_op_arity(StepOp::maximum), 2);
-  EXPECT_EQ(step_op_arity(StepOp::where), 3);
+      EXPECT_NE(ir::op_info(static_cast<ir::Op>(a)).name, ir::op_info(static_cast<ir::Op>(b)).name);
+  EXPECT_EQ(ir::op_info(ir::Op::param).arity, 0);
+  EXPECT_EQ(ir::op_info(ir::Op::spike_grad).arity, 1);
+  EXPECT_EQ(ir::op_info(ir::Op::maximum).arity, 2);
+  EXPECT_EQ(ir::op_info(ir::Op::where).arity, 3);
 }
 
 TEST_F(StepKernelSource, ConstantsRoundTripExactly) {
@@ -311,7 +311,7 @@ TEST_F(StepKernelSource, SameNamedSlotsAreListedByIndex) {
   k.seq_in = {{"x", DType::f32}, {"x", DType::f32}};
   k.seq_out = {{"y", DType::f32}};
   Program p{k};
-  const int second = p.leaf(StepOp::seq_in, 1);
+  const int second = p.leaf(ir::Op::seq_in, 1);
   k.seq_out_value = {second};
   StepKernel first = k;
   first.body.instrs[0].slot = 0;

@@ -147,7 +147,7 @@ void describe_reduction(const ir::Stage& stage, ExprKernel& k) {
   const ir::Program& body = stage.body;
   const Shape& shape = body.shape;
   const Op op = *stage.reduce;
-  if (!op_info(op).reduction)
+  if (op_info(op).kind != ir::OpKind::reduction)
     throw ValueError(cat(stage_name(stage), ": ", op_info(op).name, " is not a reduction"));
   const int r = static_cast<int>(shape.size());
   const bool all = stage.axis == ir::kAllAxes;

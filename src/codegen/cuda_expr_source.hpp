@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cuda_op_spelling.hpp"
 #include "flexkit/dtype.hpp"
 #include "flexkit/portable/strided_layout.hpp"
 #include "ir/plan.hpp"
@@ -144,13 +145,6 @@ std::string generate_source(const ExprKernel& kernel, const ir::Program& body);
 // ---- spellings shared by the generators -------------------------------------------------------
 
 class CodeStream;
-// The element type of `dtype` in device code ("float", "uint16_t", ...).
-const char* device_type(DType dtype);
-// Device expressions converting a raw element to float, and a float to a raw element (flex16
-// stores count into the StatsLocal named `stats`).
-std::string device_load(DType dtype, const std::string& raw, const std::string& iwl);
-std::string device_store(DType dtype, const std::string& value, const std::string& iwl,
-                         const std::string& stats);
 // The device reduction policy of a reduction op ("ReduceSum", "ReduceArg<true>", ...).
 const char* reduce_policy(ir::Op op);
 // "" when every instruction of `program` is an elementwise op whose arguments precede it and

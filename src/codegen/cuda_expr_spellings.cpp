@@ -1,6 +1,5 @@
-// The device-code spellings the CUDA generators share (element types, loads and stores, reduction
-// policies, access classes), the program check, and the kernel opening and expression function
-// every expression kernel starts with.
+// The expression generators' shared pieces: reduction policies, access classes, the program
+// check, and the kernel opening and expression function every expression kernel starts with.
 #include "codegen/cuda_expr_source.hpp"
 
 #include <cstdint>
@@ -12,61 +11,6 @@ namespace flexkit::codegen {
 
 using detail::cat;
 using ir::Op;
-
-const char* device_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "float";
-    case DType::bf16:
-      return "uint16_t";
-    case DType::flex16:
-      return "int16_t";
-    case DType::u8:
-      return "uint8_t";
-    case DType::i32:
-      return "int32_t";
-    case DType::f64:
-      break;
-  }
-  return "double";
-}
-
-std::string device_load(DType dtype, const std::string& raw, const std::string& iwl) {
-  switch (dtype) {
-    case DType::f32:
-      return cat("load_f32(", raw, ")");
-    case DType::bf16:
-      return cat("load_bf16(", raw, ")");
-    case DType::flex16:
-      return cat("load_flex16(", raw, ", ", iwl, ")");
-    case DType::u8:
-      return cat("load_u8(", raw, ")");
-    case DType::i32:
-      return cat("load_i32(", raw, ")");
-    case DType::f64:
-      break;
-  }
-  return cat("load_f64(", raw, ")");
-}
-
-std::string device_store(DType dtype, const std::string& value, const std::string& iwl,
-                         const std::string& stats) {
-  switch (dtype) {
-    case DType::f32:
-      return value;
-    case DType::bf16:
-      return cat("store_bf16(", value, ")");
-    case DType::flex16:
-      return cat("encode_flex16(", value, ", ", iwl, ", ", stats, ")");
-    case DType::u8:
-      return cat("store_u8(", value, ")");
-    case DType::i32:
-      return cat("store_i32(", value, ")");
-    case DType::f64:
-      break;
-  }
-  return cat("store_f64(", value, ")");
-}
 
 const char* reduce_policy(Op op) {
   switch (op) {
@@ -94,24 +38,13 @@ void emit_program_function(CodeStream& os, const std::string& name, const ir::Pr
                        n_ops > 0 ? n_ops : 1, "], const float (&s)[", scalar_count, "])");
   for (std::size_t i = 0; i < program.code.size(); ++i) {
     const ir::Instr& in = program.code[i];
-    const std::string op = cat("ew_", op_info(in.op).name);
-    switch (op_info(in.op).arity) {
-      case 0:
-        if (in.op == Op::operand)
-          os.line("const float v", i, " = x[", in.slot, "];");
-        else
-          os.line("const float v", i, " = s[", scalar_offset + in.slot, "];");
-        break;
-      case 1:
-        os.line("const float v", i, " = ", op, "(v", in.a, ");");
-        break;
-      case 2:
-        os.line("const float v", i, " = ", op, "(v", in.a, ", v", in.b, ");");
-        break;
-      default:
-        os.line("const float v", i, " = ", op, "(v", in.a, ", v", in.b, ", v", in.c, ");");
-        break;
-    }
+    if (in.op == Op::operand)
+      os.line("const float v", i, " = x[", in.slot, "];");
+    else if (in.op == Op::scalar)
+      os.line("const float v", i, " = s[", scalar_offset + in.slot, "];");
+    else
+      os.line("const float v", i, " = ",
+              device_op_call(in, cat("v", in.a), cat("v", in.b), cat("v", in.c)), ";");
   }
   os.line("return v", program.code.size() - 1, ";");
 }
@@ -155,7 +88,7 @@ std::string program_error(const ir::Program& program) {
   for (std::int32_t i = 0; i < n; ++i) {
     const ir::Instr& in = program.code[static_cast<std::size_t>(i)];
     const ir::OpInfo& info = op_info(in.op);
-    bool ok = !info.reduction;
+    bool ok = info.in_expressions && info.kind != ir::OpKind::reduction;
     if (in.op == Op::operand)
       ok = ok && in.slot >= 0 && static_cast<std::size_t>(in.slot) < program.operands.size();
     else if (in.op == Op::scalar)

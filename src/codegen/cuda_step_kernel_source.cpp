@@ -25,56 +25,6 @@ namespace {
 using codegen::CodeStream;
 using detail::cat;
 
-// The generated code names surrogates by the portable enumerators, which must stay in step
-// with snn::Surrogate.
-static_assert(int(Surrogate::kSigmoid) == portable::kSurrogateSigmoid &&
-              int(Surrogate::kAtan) == portable::kSurrogateAtan &&
-              int(Surrogate::kPiecewiseQuadratic) == portable::kSurrogatePiecewiseQuadratic &&
-              int(Surrogate::kPiecewiseExp) == portable::kSurrogatePiecewiseExp &&
-              int(Surrogate::kSoftSign) == portable::kSurrogateSoftSign &&
-              int(Surrogate::kSuperSpike) == portable::kSurrogateSuperSpike &&
-              int(Surrogate::kErf) == portable::kSurrogateErf);
-
-const char* surrogate_enumerator(Surrogate s) {
-  switch (s) {
-    case Surrogate::kSigmoid:
-      return "kSurrogateSigmoid";
-    case Surrogate::kAtan:
-      return "kSurrogateAtan";
-    case Surrogate::kPiecewiseQuadratic:
-      return "kSurrogatePiecewiseQuadratic";
-    case Surrogate::kPiecewiseExp:
-      return "kSurrogatePiecewiseExp";
-    case Surrogate::kSoftSign:
-      return "kSurrogateSoftSign";
-    case Surrogate::kSuperSpike:
-      return "kSurrogateSuperSpike";
-    case Surrogate::kErf:
-      break;
-  }
-  return "kSurrogateErf";
-}
-
-// An exact float in device code: a hex literal (no decimal rounding involved), or the bit
-// pattern for infinities and NaNs, which have no literal.
-std::string float_literal(float v) {
-  if (v != v || v - v != 0.0f) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &v, sizeof bits);
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "bits_to_float(0x%08xu)", static_cast<unsigned>(bits));
-    return buf;
-  }
-  char buf[48];
-  char* p = buf;
-  if (std::signbit(v)) *p++ = '-';
-  *p++ = '0';
-  *p++ = 'x';
-  const auto r = std::to_chars(p, buf + sizeof buf - 1, std::fabs(v), std::chars_format::hex);
-  *r.ptr = 'f';
-  return std::string(buf, r.ptr + 1);
-}
-
 std::string decimal(float v) {
   char buf[48];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -89,46 +39,6 @@ std::string comment_safe(const std::string& s) {
   return out;
 }
 
-const char* raw_type(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return "uint16_t";
-    case DType::flex16:
-      return "int16_t";
-    case DType::u8:
-      return "uint8_t";
-    default:
-      return "float";
-  }
-}
-
-std::string load_expr(DType t, const std::string& raw, const std::string& iwl) {
-  switch (t) {
-    case DType::bf16:
-      return cat("load_bf16(", raw, ")");
-    case DType::flex16:
-      return cat("load_flex16(", raw, ", ", iwl, ")");
-    case DType::u8:
-      return cat("load_u8(", raw, ")");
-    default:
-      return cat("load_f32(", raw, ")");
-  }
-}
-
-std::string store_expr(DType t, const std::string& value, const std::string& iwl,
-                       const std::string& stats) {
-  switch (t) {
-    case DType::bf16:
-      return cat("store_bf16(", value, ")");
-    case DType::flex16:
-      return cat("encode_flex16(", value, ", ", iwl, ", ", stats, ")");
-    case DType::u8:
-      return cat("store_u8(", value, ")");
-    default:
-      return value;
-  }
-}
-
 std::string value(int id) {
   return cat("v", id);
 }
@@ -137,8 +47,8 @@ class Generator {
  public:
   explicit Generator(const StepKernel& k) : k_(k) {
     used_in_.assign(k.seq_in.size(), false);
-    for (const StepInstr& in : k.body.instrs)
-      if (in.op == StepOp::seq_in) used_in_[static_cast<std::size_t>(in.slot)] = true;
+    for (const ir::Instr& in : k.body.instrs)
+      if (in.op == ir::Op::seq_in) used_in_[static_cast<std::size_t>(in.slot)] = true;
     int loaded = 0;
     for (bool used : used_in_) loaded += used ? 1 : 0;
     // Registers for the batch grow with the loaded sequences; fewer steps ahead then.
@@ -208,35 +118,24 @@ class Generator {
                          "], float (&state)[", nc(), "], const float (&p)[", np(),
                          "], float (&out)[", no(), "])");
     for (std::size_t i = 0; i < k_.body.instrs.size(); ++i) {
-      const StepInstr& in = k_.body.instrs[i];
+      const ir::Instr& in = k_.body.instrs[i];
       const std::string lhs = cat("const float v", i, " = ");
       switch (in.op) {
-        case StepOp::constant:
-          os_.line(lhs, float_literal(in.constant), ";  // ", decimal(in.constant));
+        case ir::Op::constant:
+          os_.line(lhs, codegen::float_literal(in.constant), ";  // ", decimal(in.constant));
           break;
-        case StepOp::seq_in:
+        case ir::Op::seq_in:
           os_.line(lhs, "in[", in.slot, "];  // ", comment_safe(k_.seq_in[in.slot].name));
           break;
-        case StepOp::carried:
+        case ir::Op::carried:
           os_.line(lhs, "state[", in.slot, "];  // ", comment_safe(k_.carried[in.slot].name));
           break;
-        case StepOp::param:
+        case ir::Op::param:
           os_.line(lhs, "p[", in.slot, "];  // ", comment_safe(k_.params[in.slot].name));
           break;
-        case StepOp::spike_grad:
-          os_.line(lhs, "ew_surrogate_grad(", surrogate_enumerator(in.surrogate), ", ",
-                   float_literal(in.alpha), ", ", value(in.a), ");");
+        default:
+          os_.line(lhs, codegen::device_op_call(in, value(in.a), value(in.b), value(in.c)), ";");
           break;
-        case StepOp::detach:  // only gradients see it; the value passes through
-          os_.line(lhs, value(in.a), ";");
-          break;
-        default: {
-          const int args[3] = {in.a, in.b, in.c};
-          std::string call = cat("ew_", step_op_name(in.op), "(");
-          for (int j = 0; j < step_op_arity(in.op); ++j) call += cat(j ? ", " : "", value(args[j]));
-          os_.line(lhs, call, ");");
-          break;
-        }
       }
     }
     for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
@@ -255,8 +154,10 @@ class Generator {
   // Stores of lane l's outputs into the vector words being assembled for the step.
   void store_outputs_to_lanes() {
     for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
-      os_.line("w", j, "[l] = ",
-               store_expr(k_.seq_out[j].dtype, cat("out[", j, "]"), out_iwl(j), out_stats(j)), ";");
+      os_.line(
+          "w", j, "[l] = ",
+          codegen::device_store(k_.seq_out[j].dtype, cat("out[", j, "]"), out_iwl(j), out_stats(j)),
+          ";");
   }
 
   // `const float in[]` for one step, each loaded slot's value from `raw(slot)`.
@@ -264,8 +165,9 @@ class Generator {
   void inputs(const Raw& raw) {
     std::string init;
     for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
-      init += cat(s ? ", " : "",
-                  used_in_[s] ? load_expr(k_.seq_in[s].dtype, raw(s), in_iwl(s)) : "0.0f");
+      init +=
+          cat(s ? ", " : "",
+              used_in_[s] ? codegen::device_load(k_.seq_in[s].dtype, raw(s), in_iwl(s)) : "0.0f");
     if (k_.seq_in.empty()) init = "0.0f";
     os_.line("const float in[", ni(), "] = {", init, "};");
   }
@@ -274,7 +176,7 @@ class Generator {
   // vector word per output at element index `at` (of lane 0).
   void lanes_step(const std::string& raw_index) {
     for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
-      os_.line(raw_type(k_.seq_out[j].dtype), " w", j, "[V];");
+      os_.line(codegen::device_type(k_.seq_out[j].dtype), " w", j, "[V];");
     {
       os_.line("#pragma unroll");
       CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
@@ -292,7 +194,7 @@ class Generator {
     os_.line("const int64_t first = ", first_t, " * inner + base;");
     for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
       if (!used_in_[s]) continue;
-      os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[kBatch][V];");
+      os_.line(codegen::device_type(k_.seq_in[s].dtype), " raw", s, "[kBatch][V];");
       os_.line("#pragma unroll");
       os_.line("for (int u = 0; u < kBatch; ++u)");
       os_.line("  ", guard, "ldcs_lanes<V>(in", s, " + (first", dir, "u * inner), raw", s, "[u]);");
@@ -326,7 +228,7 @@ class Generator {
           "2);");
       for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
         if (!used_in_[s]) continue;
-        const char* type = raw_type(k_.seq_in[s].dtype);
+        const char* type = codegen::device_type(k_.seq_in[s].dtype);
         os_.line("const ", type, "* __restrict__ in", s, " = static_cast<const ", type,
                  "*>(args.seq_in[", s, "]);  // ", comment_safe(k_.seq_in[s].name), ": ",
                  dtype_name(k_.seq_in[s].dtype));
@@ -334,7 +236,7 @@ class Generator {
           os_.line("const int ", in_iwl(s), " = args.seq_in_iwl[", s, "];");
       }
       for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
-        const char* type = raw_type(k_.seq_out[j].dtype);
+        const char* type = codegen::device_type(k_.seq_out[j].dtype);
         os_.line(type, "* __restrict__ out", j, " = static_cast<", type, "*>(args.seq_out[", j,
                  "]);  // ", comment_safe(k_.seq_out[j].name), ": ",
                  dtype_name(k_.seq_out[j].dtype));
@@ -382,7 +284,7 @@ class Generator {
           os_.line("const int64_t at = ", first_t, " * inner + base;");
           for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
             if (!used_in_[s]) continue;
-            os_.line(raw_type(k_.seq_in[s].dtype), " raw", s, "[V];");
+            os_.line(codegen::device_type(k_.seq_in[s].dtype), " raw", s, "[V];");
             os_.line("ldcs_lanes<V>(in", s, " + at, raw", s, ");");
           }
           lanes_step("");
@@ -437,7 +339,6 @@ namespace flexkit::codegen {
 
 using detail::cat;
 using snn::StepKernel;
-using snn::StepOp;
 
 void check_step_kernel(const StepKernel& k) {
   const auto what = [&](const std::string& s) { return cat("step kernel ", k.name, ": ", s); };
@@ -459,27 +360,28 @@ void check_step_kernel(const StepKernel& k) {
 
   const int n = static_cast<int>(k.body.instrs.size());
   for (int i = 0; i < n; ++i) {
-    const snn::StepInstr& in = k.body.instrs[static_cast<std::size_t>(i)];
+    const ir::Instr& in = k.body.instrs[static_cast<std::size_t>(i)];
     std::size_t slots = 0;
     switch (in.op) {
-      case StepOp::seq_in:
+      case ir::Op::seq_in:
         slots = k.seq_in.size();
         break;
-      case StepOp::carried:
+      case ir::Op::carried:
         slots = k.carried.size();
         break;
-      case StepOp::param:
+      case ir::Op::param:
         slots = k.params.size();
         break;
       default:
         break;
     }
-    bool ok = snn::step_op_arity(in.op) > 0 || in.op == StepOp::constant ||
-              (in.slot >= 0 && static_cast<std::size_t>(in.slot) < slots);
+    const ir::OpInfo& info = ir::op_info(in.op);
+    bool ok = info.in_steps && (info.arity > 0 || in.op == ir::Op::constant ||
+                                (in.slot >= 0 && static_cast<std::size_t>(in.slot) < slots));
     const int args[3] = {in.a, in.b, in.c};
-    for (int j = 0; j < snn::step_op_arity(in.op); ++j) ok = ok && args[j] >= 0 && args[j] < i;
+    for (int j = 0; j < info.arity; ++j) ok = ok && args[j] >= 0 && args[j] < i;
     if (!ok)
-      throw ValueError(what(cat("instruction %", i, " (", snn::step_op_name(in.op),
+      throw ValueError(what(cat("instruction %", i, " (", ir::op_info(in.op).name,
                                 ") refers to a missing value or slot\n", snn::to_string(k))));
   }
   for (const std::vector<int>* ids : {&k.seq_out_value, &k.carried_next})

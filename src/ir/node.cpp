@@ -1,29 +1,11 @@
 #include "ir/node.hpp"
 
-#include <array>
-
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 
 namespace flexkit::ir {
 
 using detail::cat;
-
-const OpInfo& op_info(Op op) {
-  static const std::array<OpInfo, 41> kTable = {{
-      {"operand", 0, false}, {"scalar", 0, false},  {"neg", 1, false},        {"abs", 1, false},
-      {"sqr", 1, false},     {"sqrt", 1, false},    {"exp", 1, false},        {"exp2", 1, false},
-      {"log", 1, false},     {"log2", 1, false},    {"sig", 1, false},        {"sig2", 1, false},
-      {"tanh", 1, false},    {"tanh2", 1, false},   {"reciprocal", 1, false}, {"floor", 1, false},
-      {"ceil", 1, false},    {"sign", 1, false},    {"add", 2, false},        {"sub", 2, false},
-      {"mul", 2, false},     {"div", 2, false},     {"pow", 2, false},        {"eq", 2, false},
-      {"ne", 2, false},      {"lt", 2, false},      {"le", 2, false},         {"gt", 2, false},
-      {"ge", 2, false},      {"maximum", 2, false}, {"minimum", 2, false},    {"where", 3, false},
-      {"clip", 3, false},    {"sum", 1, true},      {"max", 1, true},         {"min", 1, true},
-      {"mean", 1, true},     {"argmax", 1, true},   {"argmin", 1, true},
-  }};
-  return kTable[static_cast<std::size_t>(op)];
-}
 
 NodePtr make_operand(const Array& array) {
   if (!array.defined()) throw ValueError("expression: an operand is an empty array handle");
@@ -43,7 +25,8 @@ NodePtr make_scalar(double value) {
 
 NodePtr make_op(Op op, std::vector<NodePtr> args) {
   const OpInfo& info = op_info(op);
-  if (info.reduction || info.arity == 0 || static_cast<int>(args.size()) != info.arity)
+  if (info.kind != OpKind::elementwise || !info.in_expressions ||
+      static_cast<int>(args.size()) != info.arity)
     throw ValueError(cat("expression: ", info.name, " takes ", info.arity, " arguments"));
   auto n = std::make_shared<Node>();
   n->op = op;
@@ -60,7 +43,8 @@ NodePtr make_op(Op op, std::vector<NodePtr> args) {
 
 NodePtr make_reduction(Op op, NodePtr arg, int axis) {
   const OpInfo& info = op_info(op);
-  if (!info.reduction) throw ValueError(cat("expression: ", info.name, " is not a reduction"));
+  if (info.kind != OpKind::reduction)
+    throw ValueError(cat("expression: ", info.name, " is not a reduction"));
   const int rank = static_cast<int>(arg->shape.size());
   auto n = std::make_shared<Node>();
   n->op = op;

@@ -1,5 +1,5 @@
-// The expression IR: an immutable tree of operations over arrays and scalars. One IR serves
-// elementwise/reduction expressions and, later, neuron step bodies.
+// The tree form of an expression: an immutable tree of operations (ir/op.hpp) over arrays and
+// scalars, which make_plan (ir/plan.hpp) lowers to the flat programs the backends run.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -7,64 +7,9 @@
 #include <vector>
 
 #include "flexkit/array.hpp"
+#include "ir/op.hpp"
 
 namespace flexkit::ir {
-
-enum class Op : std::uint8_t {
-  // leaves
-  operand,
-  scalar,
-  // unary
-  neg,
-  abs,
-  sqr,
-  sqrt,
-  exp,
-  exp2,
-  log,
-  log2,
-  sig,
-  sig2,
-  tanh,
-  tanh2,
-  reciprocal,
-  floor,
-  ceil,
-  sign,
-  // binary
-  add,
-  sub,
-  mul,
-  div,
-  pow,
-  eq,
-  ne,
-  lt,
-  le,
-  gt,
-  ge,
-  maximum,
-  minimum,
-  // ternary
-  where,
-  clip,
-  // reductions (one argument)
-  sum,
-  max,
-  min,
-  mean,
-  argmax,
-  argmin,
-};
-
-inline constexpr int kAllAxes = -1000;  // a reduction over every axis
-
-struct OpInfo {
-  std::string_view name;
-  int arity;  // 0 for leaves
-  bool reduction;
-};
-const OpInfo& op_info(Op op);
 
 struct Node;
 using NodePtr = std::shared_ptr<const Node>;

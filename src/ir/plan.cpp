@@ -79,7 +79,7 @@ class Planner {
       throw ShapeError(cat("assign: the expression's shape ", shape_str(root->shape),
                            " does not broadcast to the output ", out_.describe()));
     Stage final_stage;
-    if (op_info(root->op).reduction && root_shape == out_.shape()) {
+    if (op_info(root->op).kind == OpKind::reduction && root_shape == out_.shape()) {
       final_stage = reduction_stage(*root, out_.reshape(root->shape));
     } else {
       final_stage.body.shape = out_.shape();
@@ -145,7 +145,7 @@ class Planner {
     } else if (node->op == Op::scalar) {
       p.scalars.push_back(node->value);
       v = emit(p, {Op::scalar, -1, -1, -1, static_cast<std::int32_t>(p.scalars.size() - 1)});
-    } else if (info.reduction) {
+    } else if (info.kind == OpKind::reduction) {
       // Computed once per assignment into a temporary, then read like any operand.
       auto found = reductions_.find(key);
       if (found == reductions_.end()) {

@@ -13,16 +13,9 @@
 
 namespace flexkit::ir {
 
-// One SSA instruction; its result is value number = its index in Program::code.
-struct Instr {
-  Op op;
-  std::int32_t a = -1, b = -1, c = -1;  // argument value numbers
-  std::int32_t slot = -1;               // Op::operand: operand slot; Op::scalar: scalar slot
-};
-
 struct Program {
   Shape shape;                  // iteration shape: every operand is broadcast to it
-  std::vector<Instr> code;      // the last instruction is the result
+  std::vector<Instr> code;      // the last instruction is the result (operand/scalar leaves)
   std::vector<Array> operands;  // views already broadcast to `shape` (0 strides), de-duplicated
   std::vector<double> scalars;  // parameters, in slot order (values never enter a cache key)
 };

@@ -11,136 +11,6 @@ namespace flexkit::snn {
 
 using detail::cat;
 
-int step_op_arity(StepOp op) {
-  switch (op) {
-    case StepOp::constant:
-    case StepOp::seq_in:
-    case StepOp::carried:
-    case StepOp::param:
-      return 0;
-    case StepOp::neg:
-    case StepOp::abs:
-    case StepOp::sqr:
-    case StepOp::sqrt:
-    case StepOp::exp:
-    case StepOp::exp2:
-    case StepOp::log:
-    case StepOp::log2:
-    case StepOp::sig:
-    case StepOp::sig2:
-    case StepOp::tanh:
-    case StepOp::tanh2:
-    case StepOp::reciprocal:
-    case StepOp::floor:
-    case StepOp::ceil:
-    case StepOp::sign:
-    case StepOp::spike:
-    case StepOp::spike_grad:
-    case StepOp::detach:
-      return 1;
-    case StepOp::add:
-    case StepOp::sub:
-    case StepOp::mul:
-    case StepOp::div:
-    case StepOp::pow:
-    case StepOp::eq:
-    case StepOp::ne:
-    case StepOp::lt:
-    case StepOp::le:
-    case StepOp::gt:
-    case StepOp::ge:
-    case StepOp::maximum:
-    case StepOp::minimum:
-      return 2;
-    case StepOp::where:
-    case StepOp::clip:
-      return 3;
-  }
-  return 0;
-}
-
-const char* step_op_name(StepOp op) {
-  switch (op) {
-    case StepOp::constant:
-      return "const";
-    case StepOp::seq_in:
-      return "seq_in";
-    case StepOp::carried:
-      return "carried";
-    case StepOp::param:
-      return "param";
-    case StepOp::neg:
-      return "neg";
-    case StepOp::abs:
-      return "abs";
-    case StepOp::sqr:
-      return "sqr";
-    case StepOp::sqrt:
-      return "sqrt";
-    case StepOp::exp:
-      return "exp";
-    case StepOp::exp2:
-      return "exp2";
-    case StepOp::log:
-      return "log";
-    case StepOp::log2:
-      return "log2";
-    case StepOp::sig:
-      return "sig";
-    case StepOp::sig2:
-      return "sig2";
-    case StepOp::tanh:
-      return "tanh";
-    case StepOp::tanh2:
-      return "tanh2";
-    case StepOp::reciprocal:
-      return "reciprocal";
-    case StepOp::floor:
-      return "floor";
-    case StepOp::ceil:
-      return "ceil";
-    case StepOp::sign:
-      return "sign";
-    case StepOp::spike:
-      return "spike";
-    case StepOp::spike_grad:
-      return "spike_grad";
-    case StepOp::detach:
-      return "detach";
-    case StepOp::add:
-      return "add";
-    case StepOp::sub:
-      return "sub";
-    case StepOp::mul:
-      return "mul";
-    case StepOp::div:
-      return "div";
-    case StepOp::pow:
-      return "pow";
-    case StepOp::eq:
-      return "eq";
-    case StepOp::ne:
-      return "ne";
-    case StepOp::lt:
-      return "lt";
-    case StepOp::le:
-      return "le";
-    case StepOp::gt:
-      return "gt";
-    case StepOp::ge:
-      return "ge";
-    case StepOp::maximum:
-      return "maximum";
-    case StepOp::minimum:
-      return "minimum";
-    case StepOp::where:
-      return "where";
-    case StepOp::clip:
-      return "clip";
-  }
-  return "?";
-}
-
 namespace {
 
 // Shortest decimal that reads back as the same float; a NaN other than the default quiet NaN
@@ -214,27 +84,27 @@ std::string to_string(const StepKernel& kernel) {
              kernel.params[i].per_neuron ? ": per neuron" : ": scalar", "\n");
 
   for (std::size_t i = 0; i < kernel.body.instrs.size(); ++i) {
-    const StepInstr& in = kernel.body.instrs[i];
-    s += cat("  %", i, " = ", step_op_name(in.op));
+    const ir::Instr& in = kernel.body.instrs[i];
+    s += cat("  %", i, " = ", ir::op_info(in.op).name);
     switch (in.op) {
-      case StepOp::constant:
+      case ir::Op::constant:
         s += cat(" ", float_text(in.constant));
         break;
-      case StepOp::seq_in:
+      case ir::Op::seq_in:
         s += cat(" ", label(in_labels, in.slot));
         break;
-      case StepOp::carried:
+      case ir::Op::carried:
         s += cat(" ", label(carried_labels, in.slot));
         break;
-      case StepOp::param:
+      case ir::Op::param:
         s += cat(" ", label(param_labels, in.slot));
         break;
-      case StepOp::spike_grad:
+      case ir::Op::spike_grad:
         s += cat(" ", surrogate_name(in.surrogate), "(", float_text(in.alpha), ") ",
                  value_ref(in.a));
         break;
       default: {
-        const int arity = step_op_arity(in.op);
+        const int arity = ir::op_info(in.op).arity;
         const int args[3] = {in.a, in.b, in.c};
         for (int j = 0; j < arity; ++j) s += cat(j ? ", " : " ", value_ref(args[j]));
         break;

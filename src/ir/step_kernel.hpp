@@ -1,6 +1,6 @@
 // The form every FlexSN kernel kind is lowered to before a backend runs it: a per-neuron loop
-// over T steps whose body is a flat SSA program of float32 scalar ops. The CPU interpreter
-// (backend/cpu/step_kernel_executor.cpp) and the CUDA generator
+// over T steps whose body is a flat SSA program of float32 scalar ops of the one IR (ir/op.hpp).
+// The CPU interpreter (backend/cpu/step_kernel_executor.cpp) and the CUDA generator
 // (codegen/cuda_step_kernel_source.cpp) read this one description, so both backends compute the
 // same thing in the same order. The names stay in namespace snn: FlexSN is the language that
 // lowers to this form, and its code names them unqualified.
@@ -23,72 +23,15 @@
 #include <vector>
 
 #include "flexkit/array.hpp"
-#include "ir/surrogate.hpp"
+#include "ir/op.hpp"
 
 namespace flexkit::snn {
 
-enum class StepOp : std::uint8_t {
-  // leaves
-  constant,  // instr.constant
-  seq_in,    // instr.slot indexes StepKernel::seq_in
-  carried,   // instr.slot indexes StepKernel::carried
-  param,     // instr.slot indexes StepKernel::params
-  // unary (a)
-  neg,
-  abs,
-  sqr,
-  sqrt,
-  exp,
-  exp2,
-  log,
-  log2,
-  sig,
-  sig2,
-  tanh,
-  tanh2,
-  reciprocal,
-  floor,
-  ceil,
-  sign,
-  spike,       // Heaviside: 1 if a >= 0 else 0 (NaN gives 0)
-  spike_grad,  // the surrogate's derivative at a (instr.surrogate, instr.alpha)
-  detach,      // identity that stops gradients; never reaches a backend (kernels are built
-               // after differentiation, with every detach replaced by its operand)
-  // binary (a, b)
-  add,
-  sub,
-  mul,
-  div,
-  pow,
-  eq,
-  ne,
-  lt,
-  le,
-  gt,
-  ge,
-  maximum,
-  minimum,
-  // ternary (a, b, c)
-  where,  // a != 0 ? b : c
-  clip,   // min(max(a, b), c)
-};
-
-int step_op_arity(StepOp op);  // 0 for leaves
-const char* step_op_name(StepOp op);
-
-// One SSA instruction; its value id is its index in StepProgram::instrs, and operands always
-// refer to earlier instructions.
-struct StepInstr {
-  StepOp op = StepOp::constant;
-  int a = -1, b = -1, c = -1;
-  float constant = 0;                         // StepOp::constant
-  int slot = -1;                              // leaves other than constant
-  Surrogate surrogate = Surrogate::kSigmoid;  // spike_grad
-  float alpha = 0;                            // spike_grad
-};
-
+// The body of one step: instructions of the one IR (ir/op.hpp) using the step leaves (constant,
+// seq_in, carried, param), elementwise ops and spike/spike_grad; detach only before
+// differentiation.
 struct StepProgram {
-  std::vector<StepInstr> instrs;
+  std::vector<ir::Instr> instrs;
 };
 
 // Storage dtypes of sequences: f32, bf16, flex16 or u8 (u8 stores saturate and truncate, as

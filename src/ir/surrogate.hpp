@@ -1,10 +1,10 @@
 // The surrogate gradients a FlexSN spike can take: named in the language's syntax tree and carried
-// by the step kernels it lowers to (the portable op math numbers them the same way).
+// by the step programs' spike_grad instructions (the portable op math numbers them the same way).
 #pragma once
 #include <cstdint>
 #include <string_view>
 
-namespace flexkit::snn {
+namespace flexkit::ir {
 
 enum class Surrogate : std::uint8_t {
   kSigmoid,
@@ -38,4 +38,10 @@ inline std::string_view surrogate_name(Surrogate s) {
   return "?";
 }
 
+}  // namespace flexkit::ir
+
+// The neuron language names them unqualified.
+namespace flexkit::snn {
+using ir::Surrogate;
+using ir::surrogate_name;
 }  // namespace flexkit::snn

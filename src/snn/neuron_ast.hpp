@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/surrogate.hpp"
+#include "ir/op.hpp"
 
 namespace flexkit::snn {
 
@@ -24,30 +24,6 @@ enum class NameKind : std::uint8_t { kInput, kStateOld, kStateNew, kParam, kTemp
 
 enum class BinaryOp : std::uint8_t { kAdd, kSub, kMul, kDiv, kLt, kLe, kGt, kGe, kEq, kNe };
 
-// Element-wise functions of the body; each maps one-to-one onto an expression IR op.
-enum class Function : std::uint8_t {
-  kAbs,
-  kSqr,
-  kSqrt,
-  kExp,
-  kExp2,
-  kLog,
-  kLog2,
-  kSig,
-  kSig2,
-  kTanh,
-  kTanh2,
-  kReciprocal,
-  kFloor,
-  kCeil,
-  kSign,
-  kPow,
-  kMaximum,
-  kMinimum,
-  kClip,
-  kWhere,
-};
-
 enum class ExprKind : std::uint8_t { kNumber, kName, kNeg, kBinary, kCall, kSpike, kDetach };
 
 struct Expr;
@@ -61,7 +37,7 @@ struct Expr {
   std::string name;                           // kName
   NameKind name_kind = NameKind::kInput;      // kName
   BinaryOp op = BinaryOp::kAdd;               // kBinary
-  Function function = Function::kAbs;         // kCall
+  ir::Op function = ir::Op::abs;              // kCall: the IR op the function names
   Surrogate surrogate = Surrogate::kSigmoid;  // kSpike
   double alpha = 0.0;                         // kSpike: the surrogate's α
   std::vector<ExprPtr> args;                  // operands, in source order
@@ -111,9 +87,7 @@ bool operator==(const Statement& a, const Statement& b);
 bool operator==(const StateInit& a, const StateInit& b);
 bool operator==(const NeuronSpec& a, const NeuronSpec& b);
 
-// Names as written in the language.
-std::string_view function_name(Function f);
-int function_arity(Function f);
+// Names as written in the language (a function's name is its IR op's, ir::op_info).
 double default_alpha(Surrogate s);
 std::string_view binary_op_symbol(BinaryOp op);
 

@@ -18,10 +18,10 @@ std::shared_ptr<const NeuronCompiled> compile_neuron(NeuronSpec spec) {
   for (std::size_t s = 0; s < out->spec.states.size(); ++s)
     out->initial_values.push_back(state_initial_value(out->spec, s));
   for (int value : out->step.outputs) {
-    const StepInstr* in = &out->step.body.instrs[static_cast<std::size_t>(value)];
-    while (in->op == StepOp::detach) in = &out->step.body.instrs[static_cast<std::size_t>(in->a)];
-    const bool binary = in->op == StepOp::spike ||
-                        (in->op == StepOp::constant && (in->constant == 0 || in->constant == 1));
+    const ir::Instr* in = &out->step.body.instrs[static_cast<std::size_t>(value)];
+    while (in->op == ir::Op::detach) in = &out->step.body.instrs[static_cast<std::size_t>(in->a)];
+    const bool binary = in->op == ir::Op::spike ||
+                        (in->op == ir::Op::constant && (in->constant == 0 || in->constant == 1));
     out->output_is_spike.push_back(binary);
   }
   return out;
@@ -112,21 +112,21 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   std::function<int(int)> forward_value = [&](int id) -> int {
     int& m = memo[static_cast<std::size_t>(id)];
     if (m >= 0) return m;
-    const StepInstr& in = fwd[static_cast<std::size_t>(id)];
+    const ir::Instr& in = fwd[static_cast<std::size_t>(id)];
     if (const int slot = residual_slot[static_cast<std::size_t>(id)]; slot >= 0) {
-      m = b.leaf(StepOp::seq_in, slot);
-    } else if (in.op == StepOp::constant) {
+      m = b.leaf(ir::Op::seq_in, slot);
+    } else if (in.op == ir::Op::constant) {
       m = b.constant(in.constant);
-    } else if (in.op == StepOp::param) {
-      m = b.leaf(StepOp::param, in.slot);
-    } else if (in.op == StepOp::seq_in || in.op == StepOp::carried) {
+    } else if (in.op == ir::Op::param) {
+      m = b.leaf(ir::Op::param, in.slot);
+    } else if (in.op == ir::Op::seq_in || in.op == ir::Op::carried) {
       throw std::logic_error("residual plan does not cover a value the backward reads");
-    } else if (in.op == StepOp::detach) {
+    } else if (in.op == ir::Op::detach) {
       m = forward_value(in.a);
-    } else if (in.op == StepOp::spike) {
+    } else if (in.op == ir::Op::spike) {
       m = b.spike(forward_value(in.a), in.surrogate, in.alpha);
     } else {
-      const int arity = step_op_arity(in.op);
+      const int arity = ir::op_info(in.op).arity;
       m = b.op(in.op, forward_value(in.a), arity >= 2 ? forward_value(in.b) : -1,
                arity >= 3 ? forward_value(in.c) : -1);
     }
@@ -136,7 +136,7 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   AdjointSeeds seeds;
   for (std::size_t o = 0; o < spec.outputs.size(); ++o) {
     if (config.grad_outputs.at(o)) {
-      seeds.outputs.push_back(b.leaf(StepOp::seq_in, static_cast<int>(k.seq_in.size())));
+      seeds.outputs.push_back(b.leaf(ir::Op::seq_in, static_cast<int>(k.seq_in.size())));
       k.seq_in.push_back({cat("grad ", spec.outputs[o]), *config.grad_outputs[o]});
     } else {
       seeds.outputs.push_back(-1);
@@ -144,11 +144,11 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   }
   for (std::size_t s = 0; s < spec.states.size(); ++s) {
     k.carried.push_back({cat("grad ", spec.states[s]), 0.0f});
-    int seed = b.leaf(StepOp::carried, static_cast<int>(s));
+    int seed = b.leaf(ir::Op::carried, static_cast<int>(s));
     if (config.grad_state_seqs.at(s)) {
-      const int g = b.leaf(StepOp::seq_in, static_cast<int>(k.seq_in.size()));
+      const int g = b.leaf(ir::Op::seq_in, static_cast<int>(k.seq_in.size()));
       k.seq_in.push_back({cat("grad ", spec.states[s], " sequence"), *config.grad_state_seqs[s]});
-      seed = b.op(StepOp::add, seed, g);
+      seed = b.op(ir::Op::add, seed, g);
     }
     seeds.new_states.push_back(seed);
   }
@@ -162,11 +162,11 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   for (std::size_t s = 0; s < spec.states.size(); ++s)
     values.push_back(grads.old_states[s] >= 0 ? grads.old_states[s] : b.constant(0.0f));
   for (int slot : learnable_param_slots(neuron)) {
-    const int acc = b.leaf(StepOp::carried, static_cast<int>(k.carried.size()));
+    const int acc = b.leaf(ir::Op::carried, static_cast<int>(k.carried.size()));
     k.carried.push_back(
         {cat("grad ", step.runtime_params[static_cast<std::size_t>(slot)].name), 0.0f});
     const int g = grads.params[static_cast<std::size_t>(slot)];
-    values.push_back(g >= 0 ? b.op(StepOp::add, acc, g) : acc);
+    values.push_back(g >= 0 ? b.op(ir::Op::add, acc, g) : acc);
   }
   std::vector<int*> roots;
   for (int& v : values) roots.push_back(&v);
@@ -183,22 +183,22 @@ namespace {
 std::string value_text(const NeuronCompiled& neuron, int value, int depth) {
   const std::string& name = neuron.step.value_names[static_cast<std::size_t>(value)];
   if (!name.empty()) return name;
-  const StepInstr& in = neuron.step.body.instrs[static_cast<std::size_t>(value)];
-  if (in.op == StepOp::constant) return cat(in.constant);
+  const ir::Instr& in = neuron.step.body.instrs[static_cast<std::size_t>(value)];
+  if (in.op == ir::Op::constant) return cat(in.constant);
   if (depth > 3) return cat("%", value);
   auto arg = [&](int id) { return value_text(neuron, id, depth + 1); };
-  const char* infix = in.op == StepOp::add   ? " + "
-                      : in.op == StepOp::sub ? " - "
-                      : in.op == StepOp::mul ? " * "
-                      : in.op == StepOp::div ? " / "
+  const char* infix = in.op == ir::Op::add   ? " + "
+                      : in.op == ir::Op::sub ? " - "
+                      : in.op == ir::Op::mul ? " * "
+                      : in.op == ir::Op::div ? " / "
                                              : nullptr;
   std::string text;
   if (infix) {
     text = cat(arg(in.a), infix, arg(in.b));
     return depth > 0 ? cat("(", text, ")") : text;
   }
-  text = cat(step_op_name(in.op), "(");
-  const int arity = step_op_arity(in.op);
+  text = cat(ir::op_info(in.op).name, "(");
+  const int arity = ir::op_info(in.op).arity;
   for (int j = 0; j < arity; ++j)
     text += cat(j ? ", " : "", arg(j == 0 ? in.a : j == 1 ? in.b : in.c));
   return text + ")";
@@ -255,14 +255,14 @@ namespace {
 std::string listing(const StepProgram& program, const std::vector<std::string>* names) {
   std::string out;
   for (std::size_t i = 0; i < program.instrs.size(); ++i) {
-    const StepInstr& in = program.instrs[i];
-    out += cat("  %", i, " = ", step_op_name(in.op));
-    if (in.op == StepOp::constant) out += cat(" ", in.constant);
-    if (in.op == StepOp::seq_in || in.op == StepOp::carried || in.op == StepOp::param)
+    const ir::Instr& in = program.instrs[i];
+    out += cat("  %", i, " = ", ir::op_info(in.op).name);
+    if (in.op == ir::Op::constant) out += cat(" ", in.constant);
+    if (in.op == ir::Op::seq_in || in.op == ir::Op::carried || in.op == ir::Op::param)
       out += cat(" #", in.slot);
-    if (in.op == StepOp::spike || in.op == StepOp::spike_grad)
+    if (in.op == ir::Op::spike || in.op == ir::Op::spike_grad)
       out += cat(" ", surrogate_name(in.surrogate), "(", in.alpha, ")");
-    const int arity = step_op_arity(in.op);
+    const int arity = ir::op_info(in.op).arity;
     for (int j = 0; j < arity; ++j)
       out += cat(j == 0 ? " %" : ", %", j == 0 ? in.a : j == 1 ? in.b : in.c);
     if (names && !(*names)[i].empty()) out += cat("    # ", (*names)[i]);
@@ -289,8 +289,8 @@ std::string describe_forward(const NeuronCompiled& neuron) {
     std::vector<char> live(step.body.instrs.size(), 0);
     for (int v : keep) live[static_cast<std::size_t>(v)] = 1;
     for (std::size_t i = live.size(); i-- > 0;) {
-      if (!live[i] || step_op_arity(step.body.instrs[i].op) == 0) continue;
-      const StepInstr& in = step.body.instrs[i];
+      if (!live[i] || ir::op_info(step.body.instrs[i].op).arity == 0) continue;
+      const ir::Instr& in = step.body.instrs[i];
       for (int operand : {in.a, in.b, in.c})
         if (operand >= 0) live[static_cast<std::size_t>(operand)] = 1;
     }

@@ -11,76 +11,30 @@ namespace flexkit::snn {
 
 namespace {
 
-StepOp binary_step_op(BinaryOp op) {
+ir::Op binary_step_op(BinaryOp op) {
   switch (op) {
     case BinaryOp::kAdd:
-      return StepOp::add;
+      return ir::Op::add;
     case BinaryOp::kSub:
-      return StepOp::sub;
+      return ir::Op::sub;
     case BinaryOp::kMul:
-      return StepOp::mul;
+      return ir::Op::mul;
     case BinaryOp::kDiv:
-      return StepOp::div;
+      return ir::Op::div;
     case BinaryOp::kLt:
-      return StepOp::lt;
+      return ir::Op::lt;
     case BinaryOp::kLe:
-      return StepOp::le;
+      return ir::Op::le;
     case BinaryOp::kGt:
-      return StepOp::gt;
+      return ir::Op::gt;
     case BinaryOp::kGe:
-      return StepOp::ge;
+      return ir::Op::ge;
     case BinaryOp::kEq:
-      return StepOp::eq;
+      return ir::Op::eq;
     case BinaryOp::kNe:
-      return StepOp::ne;
+      return ir::Op::ne;
   }
-  return StepOp::add;
-}
-
-StepOp function_step_op(Function f) {
-  switch (f) {
-    case Function::kAbs:
-      return StepOp::abs;
-    case Function::kSqr:
-      return StepOp::sqr;
-    case Function::kSqrt:
-      return StepOp::sqrt;
-    case Function::kExp:
-      return StepOp::exp;
-    case Function::kExp2:
-      return StepOp::exp2;
-    case Function::kLog:
-      return StepOp::log;
-    case Function::kLog2:
-      return StepOp::log2;
-    case Function::kSig:
-      return StepOp::sig;
-    case Function::kSig2:
-      return StepOp::sig2;
-    case Function::kTanh:
-      return StepOp::tanh;
-    case Function::kTanh2:
-      return StepOp::tanh2;
-    case Function::kReciprocal:
-      return StepOp::reciprocal;
-    case Function::kFloor:
-      return StepOp::floor;
-    case Function::kCeil:
-      return StepOp::ceil;
-    case Function::kSign:
-      return StepOp::sign;
-    case Function::kPow:
-      return StepOp::pow;
-    case Function::kMaximum:
-      return StepOp::maximum;
-    case Function::kMinimum:
-      return StepOp::minimum;
-    case Function::kClip:
-      return StepOp::clip;
-    case Function::kWhere:
-      return StepOp::where;
-  }
-  return StepOp::abs;
+  return ir::Op::add;
 }
 
 class Lowering {
@@ -97,16 +51,16 @@ class Lowering {
         out.runtime_params.push_back({param.name, param.per_neuron});
         out.learnable.push_back(param.learnable);
         param_value_[param.name] =
-            b_.leaf(StepOp::param, static_cast<int>(out.runtime_params.size() - 1));
+            b_.leaf(ir::Op::param, static_cast<int>(out.runtime_params.size() - 1));
       } else {
         out.runtime_param_of.push_back(-1);
         param_value_[param.name] = b_.constant(static_cast<float>(param.default_value));
       }
     }
     for (std::size_t i = 0; i < spec_.inputs.size(); ++i)
-      input_value_[spec_.inputs[i]] = b_.leaf(StepOp::seq_in, static_cast<int>(i));
+      input_value_[spec_.inputs[i]] = b_.leaf(ir::Op::seq_in, static_cast<int>(i));
     for (std::size_t k = 0; k < spec_.states.size(); ++k) {
-      old_state_[spec_.states[k]] = b_.leaf(StepOp::carried, static_cast<int>(k));
+      old_state_[spec_.states[k]] = b_.leaf(ir::Op::carried, static_cast<int>(k));
       current_[spec_.states[k]] = old_state_[spec_.states[k]];
     }
     for (const std::string& x : spec_.inputs) names_[input_value_.at(x)] = x;
@@ -145,19 +99,19 @@ class Lowering {
         }
         break;
       case ExprKind::kNeg:
-        return b_.op(StepOp::neg, lower(*e.args[0]));
+        return b_.op(ir::Op::neg, lower(*e.args[0]));
       case ExprKind::kBinary:
         return b_.op(binary_step_op(e.op), lower(*e.args[0]), lower(*e.args[1]));
       case ExprKind::kCall: {
         std::vector<int> args;
         for (const ExprPtr& a : e.args) args.push_back(lower(*a));
         args.resize(3, -1);
-        return b_.op(function_step_op(e.function), args[0], args[1], args[2]);
+        return b_.op(e.function, args[0], args[1], args[2]);
       }
       case ExprKind::kSpike:
         return b_.spike(lower(*e.args[0]), e.surrogate, static_cast<float>(e.alpha));
       case ExprKind::kDetach:
-        return b_.op(StepOp::detach, lower(*e.args[0]));
+        return b_.op(ir::Op::detach, lower(*e.args[0]));
     }
     return b_.constant(0.0f);
   }
@@ -214,46 +168,48 @@ double eval_init(const NeuronSpec& spec, const Expr& e) {
     case ExprKind::kCall: {
       const double a = arg(0);
       switch (e.function) {
-        case Function::kAbs:
+        case ir::Op::abs:
           return std::fabs(a);
-        case Function::kSqr:
+        case ir::Op::sqr:
           return a * a;
-        case Function::kSqrt:
+        case ir::Op::sqrt:
           return std::sqrt(a);
-        case Function::kExp:
+        case ir::Op::exp:
           return std::exp(a);
-        case Function::kExp2:
+        case ir::Op::exp2:
           return std::exp2(a);
-        case Function::kLog:
+        case ir::Op::log:
           return std::log(a);
-        case Function::kLog2:
+        case ir::Op::log2:
           return std::log2(a);
-        case Function::kSig:
+        case ir::Op::sig:
           return 1.0 / (1.0 + std::exp(-a));
-        case Function::kSig2:
+        case ir::Op::sig2:
           return 1.0 / (1.0 + std::exp2(-a));
-        case Function::kTanh:
+        case ir::Op::tanh:
           return std::tanh(a);
-        case Function::kTanh2:
+        case ir::Op::tanh2:
           return std::tanh(a * std::log(2.0));
-        case Function::kReciprocal:
+        case ir::Op::reciprocal:
           return 1.0 / a;
-        case Function::kFloor:
+        case ir::Op::floor:
           return std::floor(a);
-        case Function::kCeil:
+        case ir::Op::ceil:
           return std::ceil(a);
-        case Function::kSign:
+        case ir::Op::sign:
           return a > 0 ? 1.0 : (a < 0 ? -1.0 : a);
-        case Function::kPow:
+        case ir::Op::pow:
           return std::pow(a, arg(1));
-        case Function::kMaximum:
+        case ir::Op::maximum:
           return std::fmax(a, arg(1));
-        case Function::kMinimum:
+        case ir::Op::minimum:
           return std::fmin(a, arg(1));
-        case Function::kClip:
+        case ir::Op::clip:
           return std::fmin(std::fmax(a, arg(1)), arg(2));
-        case Function::kWhere:
+        case ir::Op::where:
           return a != 0 ? arg(1) : arg(2);
+        default:  // the parser calls no other op by name
+          break;
       }
       return 0.0;
     }

@@ -17,11 +17,13 @@ namespace flexkit::snn {
 
 namespace {
 
+// The IR ops the language calls by name (the others are spelled by operators, or by spike and
+// detach).
 constexpr std::array kFunctions = {
-    Function::kAbs,   Function::kSqr,        Function::kSqrt,    Function::kExp,  Function::kExp2,
-    Function::kLog,   Function::kLog2,       Function::kSig,     Function::kSig2, Function::kTanh,
-    Function::kTanh2, Function::kReciprocal, Function::kFloor,   Function::kCeil, Function::kSign,
-    Function::kPow,   Function::kMaximum,    Function::kMinimum, Function::kClip, Function::kWhere,
+    ir::Op::abs,   ir::Op::sqr,        ir::Op::sqrt,    ir::Op::exp,  ir::Op::exp2,
+    ir::Op::log,   ir::Op::log2,       ir::Op::sig,     ir::Op::sig2, ir::Op::tanh,
+    ir::Op::tanh2, ir::Op::reciprocal, ir::Op::floor,   ir::Op::ceil, ir::Op::sign,
+    ir::Op::pow,   ir::Op::maximum,    ir::Op::minimum, ir::Op::clip, ir::Op::where,
 };
 constexpr std::array kSurrogates = {
     Surrogate::kSigmoid,      Surrogate::kAtan,     Surrogate::kPiecewiseQuadratic,
@@ -29,9 +31,9 @@ constexpr std::array kSurrogates = {
     Surrogate::kErf,
 };
 
-std::optional<Function> find_function(std::string_view name) {
-  for (Function f : kFunctions)
-    if (function_name(f) == name) return f;
+std::optional<ir::Op> find_function(std::string_view name) {
+  for (ir::Op f : kFunctions)
+    if (ir::op_info(f).name == name) return f;
   return std::nullopt;
 }
 
@@ -43,7 +45,7 @@ std::optional<Surrogate> find_surrogate(std::string_view name) {
 
 std::string supported_functions() {
   std::string list;
-  for (Function f : kFunctions) list += detail::cat(list.empty() ? "" : ", ", function_name(f));
+  for (ir::Op f : kFunctions) list += detail::cat(list.empty() ? "" : ", ", ir::op_info(f).name);
   return list + ", detach, spike";
 }
 
@@ -511,7 +513,7 @@ class Parser {
                        "' can only appear as spike's second argument, as in spike(z, ", name.text,
                        ")"));
     }
-    std::optional<Function> function = find_function(name.text);
+    std::optional<ir::Op> function = find_function(name.text);
     if (name.text == "detach") {
       node.kind = ExprKind::kDetach;
       node.args = parse_args();
@@ -526,7 +528,7 @@ class Parser {
     node.kind = ExprKind::kCall;
     node.function = *function;
     node.args = parse_args();
-    check_arity(name, node.args.size(), static_cast<std::size_t>(function_arity(*function)));
+    check_arity(name, node.args.size(), static_cast<std::size_t>(ir::op_info(*function).arity));
     return make(std::move(node));
   }
 

@@ -10,66 +10,6 @@
 
 namespace flexkit::snn {
 
-std::string_view function_name(Function f) {
-  switch (f) {
-    case Function::kAbs:
-      return "abs";
-    case Function::kSqr:
-      return "sqr";
-    case Function::kSqrt:
-      return "sqrt";
-    case Function::kExp:
-      return "exp";
-    case Function::kExp2:
-      return "exp2";
-    case Function::kLog:
-      return "log";
-    case Function::kLog2:
-      return "log2";
-    case Function::kSig:
-      return "sig";
-    case Function::kSig2:
-      return "sig2";
-    case Function::kTanh:
-      return "tanh";
-    case Function::kTanh2:
-      return "tanh2";
-    case Function::kReciprocal:
-      return "reciprocal";
-    case Function::kFloor:
-      return "floor";
-    case Function::kCeil:
-      return "ceil";
-    case Function::kSign:
-      return "sign";
-    case Function::kPow:
-      return "pow";
-    case Function::kMaximum:
-      return "maximum";
-    case Function::kMinimum:
-      return "minimum";
-    case Function::kClip:
-      return "clip";
-    case Function::kWhere:
-      return "where";
-  }
-  return "?";
-}
-
-int function_arity(Function f) {
-  switch (f) {
-    case Function::kPow:
-    case Function::kMaximum:
-    case Function::kMinimum:
-      return 2;
-    case Function::kClip:
-    case Function::kWhere:
-      return 3;
-    default:
-      return 1;
-  }
-}
-
 // SpikingJelly's defaults.
 double default_alpha(Surrogate s) {
   switch (s) {
@@ -237,7 +177,7 @@ void print(const Expr& e, std::string& out) {
       return;
     }
     case ExprKind::kCall:
-      out += function_name(e.function);
+      out += ir::op_info(e.function).name;
       print_args(e, out);
       return;
     case ExprKind::kDetach:

@@ -16,31 +16,31 @@ std::vector<char> requires_grad(const LoweredStep& step) {
   const auto& instrs = step.body.instrs;
   std::vector<char> rg(instrs.size(), 0);
   for (std::size_t i = 0; i < instrs.size(); ++i) {
-    const StepInstr& in = instrs[i];
+    const ir::Instr& in = instrs[i];
     switch (in.op) {
-      case StepOp::seq_in:
-      case StepOp::carried:
+      case ir::Op::seq_in:
+      case ir::Op::carried:
         rg[i] = 1;
         break;
-      case StepOp::param:
+      case ir::Op::param:
         rg[i] = step.learnable[static_cast<std::size_t>(in.slot)];
         break;
-      case StepOp::constant:
-      case StepOp::detach:
-      case StepOp::floor:
-      case StepOp::ceil:
-      case StepOp::sign:
-      case StepOp::spike_grad:
-      case StepOp::eq:
-      case StepOp::ne:
-      case StepOp::lt:
-      case StepOp::le:
-      case StepOp::gt:
-      case StepOp::ge:
+      case ir::Op::constant:
+      case ir::Op::detach:
+      case ir::Op::floor:
+      case ir::Op::ceil:
+      case ir::Op::sign:
+      case ir::Op::spike_grad:
+      case ir::Op::eq:
+      case ir::Op::ne:
+      case ir::Op::lt:
+      case ir::Op::le:
+      case ir::Op::gt:
+      case ir::Op::ge:
         rg[i] = 0;
         break;
       default: {
-        const int arity = step_op_arity(in.op);
+        const int arity = ir::op_info(in.op).arity;
         rg[i] = (arity >= 1 && rg[static_cast<std::size_t>(in.a)]) ||
                 (arity >= 2 && rg[static_cast<std::size_t>(in.b)]) ||
                 (arity >= 3 && rg[static_cast<std::size_t>(in.c)]);
@@ -67,7 +67,7 @@ AdjointResult emit_adjoint(const LoweredStep& step, StepBuilder& out,
     if (id < 0 || contribution < 0 || !rg[static_cast<std::size_t>(id)]) return;
     if (is_zero(contribution)) return;
     int& a = adj[static_cast<std::size_t>(id)];
-    a = a < 0 ? contribution : out.op(StepOp::add, a, contribution);
+    a = a < 0 ? contribution : out.op(ir::Op::add, a, contribution);
   };
   for (std::size_t o = 0; o < step.outputs.size(); ++o)
     accumulate(step.outputs[o], seeds.outputs[o]);
@@ -79,116 +79,116 @@ AdjointResult emit_adjoint(const LoweredStep& step, StepBuilder& out,
   // because of infinities, but a derivative factor of zero means no dependence).
   auto mul = [&](int x, int y) {
     if (is_zero(x) || is_zero(y)) return out.constant(0.0f);
-    return out.op(StepOp::mul, x, y);
+    return out.op(ir::Op::mul, x, y);
   };
   auto k = [&](float v) { return out.constant(v); };
 
   for (std::size_t i = n; i-- > 0;) {
     const int g = adj[i];
     if (g < 0) continue;
-    const StepInstr& in = instrs[i];
+    const ir::Instr& in = instrs[i];
     const int self = static_cast<int>(i);
     switch (in.op) {
-      case StepOp::neg:
-        accumulate(in.a, out.op(StepOp::neg, g));
+      case ir::Op::neg:
+        accumulate(in.a, out.op(ir::Op::neg, g));
         break;
-      case StepOp::abs:
-        accumulate(in.a, mul(g, out.op(StepOp::sign, fv(in.a))));
+      case ir::Op::abs:
+        accumulate(in.a, mul(g, out.op(ir::Op::sign, fv(in.a))));
         break;
-      case StepOp::sqr:
+      case ir::Op::sqr:
         accumulate(in.a, mul(g, mul(k(2.0f), fv(in.a))));
         break;
-      case StepOp::sqrt:
-        accumulate(in.a, out.op(StepOp::div, mul(g, k(0.5f)), fv(self)));
+      case ir::Op::sqrt:
+        accumulate(in.a, out.op(ir::Op::div, mul(g, k(0.5f)), fv(self)));
         break;
-      case StepOp::exp:
+      case ir::Op::exp:
         accumulate(in.a, mul(g, fv(self)));
         break;
-      case StepOp::exp2:
+      case ir::Op::exp2:
         accumulate(in.a, mul(g, mul(fv(self), k(kLn2))));
         break;
-      case StepOp::log:
-        accumulate(in.a, out.op(StepOp::div, g, fv(in.a)));
+      case ir::Op::log:
+        accumulate(in.a, out.op(ir::Op::div, g, fv(in.a)));
         break;
-      case StepOp::log2:
-        accumulate(in.a, out.op(StepOp::div, g, mul(fv(in.a), k(kLn2))));
+      case ir::Op::log2:
+        accumulate(in.a, out.op(ir::Op::div, g, mul(fv(in.a), k(kLn2))));
         break;
-      case StepOp::sig: {
+      case ir::Op::sig: {
         const int y = fv(self);
-        accumulate(in.a, mul(g, mul(y, out.op(StepOp::sub, k(1.0f), y))));
+        accumulate(in.a, mul(g, mul(y, out.op(ir::Op::sub, k(1.0f), y))));
         break;
       }
-      case StepOp::sig2: {
+      case ir::Op::sig2: {
         const int y = fv(self);
-        accumulate(in.a, mul(g, mul(mul(y, out.op(StepOp::sub, k(1.0f), y)), k(kLn2))));
+        accumulate(in.a, mul(g, mul(mul(y, out.op(ir::Op::sub, k(1.0f), y)), k(kLn2))));
         break;
       }
-      case StepOp::tanh: {
+      case ir::Op::tanh: {
         const int y = fv(self);
-        accumulate(in.a, mul(g, out.op(StepOp::sub, k(1.0f), out.op(StepOp::sqr, y))));
+        accumulate(in.a, mul(g, out.op(ir::Op::sub, k(1.0f), out.op(ir::Op::sqr, y))));
         break;
       }
-      case StepOp::tanh2: {
+      case ir::Op::tanh2: {
         const int y = fv(self);
         accumulate(in.a,
-                   mul(g, mul(out.op(StepOp::sub, k(1.0f), out.op(StepOp::sqr, y)), k(kLn2))));
+                   mul(g, mul(out.op(ir::Op::sub, k(1.0f), out.op(ir::Op::sqr, y)), k(kLn2))));
         break;
       }
-      case StepOp::reciprocal:
-        accumulate(in.a, out.op(StepOp::neg, mul(g, out.op(StepOp::sqr, fv(self)))));
+      case ir::Op::reciprocal:
+        accumulate(in.a, out.op(ir::Op::neg, mul(g, out.op(ir::Op::sqr, fv(self)))));
         break;
-      case StepOp::spike:
+      case ir::Op::spike:
         accumulate(in.a, mul(g, out.spike_grad(fv(in.a), in.surrogate, in.alpha)));
         break;
-      case StepOp::add:
+      case ir::Op::add:
         accumulate(in.a, g);
         accumulate(in.b, g);
         break;
-      case StepOp::sub:
+      case ir::Op::sub:
         accumulate(in.a, g);
-        accumulate(in.b, out.op(StepOp::neg, g));
+        accumulate(in.b, out.op(ir::Op::neg, g));
         break;
-      case StepOp::mul:
+      case ir::Op::mul:
         if (rg[static_cast<std::size_t>(in.a)]) accumulate(in.a, mul(g, fv(in.b)));
         if (rg[static_cast<std::size_t>(in.b)]) accumulate(in.b, mul(g, fv(in.a)));
         break;
-      case StepOp::div:
-        if (rg[static_cast<std::size_t>(in.a)]) accumulate(in.a, out.op(StepOp::div, g, fv(in.b)));
+      case ir::Op::div:
+        if (rg[static_cast<std::size_t>(in.a)]) accumulate(in.a, out.op(ir::Op::div, g, fv(in.b)));
         if (rg[static_cast<std::size_t>(in.b)])
-          accumulate(in.b, out.op(StepOp::neg, mul(g, out.op(StepOp::div, fv(self), fv(in.b)))));
+          accumulate(in.b, out.op(ir::Op::neg, mul(g, out.op(ir::Op::div, fv(self), fv(in.b)))));
         break;
-      case StepOp::pow:
+      case ir::Op::pow:
         if (rg[static_cast<std::size_t>(in.a)]) {
           const int d =
-              mul(fv(in.b), out.op(StepOp::pow, fv(in.a), out.op(StepOp::sub, fv(in.b), k(1.0f))));
+              mul(fv(in.b), out.op(ir::Op::pow, fv(in.a), out.op(ir::Op::sub, fv(in.b), k(1.0f))));
           accumulate(in.a, mul(g, d));
         }
         if (rg[static_cast<std::size_t>(in.b)])
-          accumulate(in.b, mul(g, mul(fv(self), out.op(StepOp::log, fv(in.a)))));
+          accumulate(in.b, mul(g, mul(fv(self), out.op(ir::Op::log, fv(in.a)))));
         break;
-      case StepOp::maximum:
-      case StepOp::minimum: {
+      case ir::Op::maximum:
+      case ir::Op::minimum: {
         // Ties split the gradient evenly, as PyTorch does.
-        const StepOp wins = in.op == StepOp::maximum ? StepOp::gt : StepOp::lt;
-        const int tie = mul(out.op(StepOp::eq, fv(in.a), fv(in.b)), k(0.5f));
+        const ir::Op wins = in.op == ir::Op::maximum ? ir::Op::gt : ir::Op::lt;
+        const int tie = mul(out.op(ir::Op::eq, fv(in.a), fv(in.b)), k(0.5f));
         if (rg[static_cast<std::size_t>(in.a)])
-          accumulate(in.a, mul(g, out.op(StepOp::add, out.op(wins, fv(in.a), fv(in.b)), tie)));
+          accumulate(in.a, mul(g, out.op(ir::Op::add, out.op(wins, fv(in.a), fv(in.b)), tie)));
         if (rg[static_cast<std::size_t>(in.b)])
-          accumulate(in.b, mul(g, out.op(StepOp::add, out.op(wins, fv(in.b), fv(in.a)), tie)));
+          accumulate(in.b, mul(g, out.op(ir::Op::add, out.op(wins, fv(in.b), fv(in.a)), tie)));
         break;
       }
-      case StepOp::where:
+      case ir::Op::where:
         if (rg[static_cast<std::size_t>(in.b)])
-          accumulate(in.b, out.op(StepOp::where, fv(in.a), g, k(0.0f)));
+          accumulate(in.b, out.op(ir::Op::where, fv(in.a), g, k(0.0f)));
         if (rg[static_cast<std::size_t>(in.c)])
-          accumulate(in.c, out.op(StepOp::where, fv(in.a), k(0.0f), g));
+          accumulate(in.c, out.op(ir::Op::where, fv(in.a), k(0.0f), g));
         break;
-      case StepOp::clip: {
+      case ir::Op::clip: {
         const int x = fv(in.a), lo = fv(in.b), hi = fv(in.c);
         if (rg[static_cast<std::size_t>(in.a)])
-          accumulate(in.a, mul(g, mul(out.op(StepOp::ge, x, lo), out.op(StepOp::le, x, hi))));
-        if (rg[static_cast<std::size_t>(in.b)]) accumulate(in.b, mul(g, out.op(StepOp::lt, x, lo)));
-        if (rg[static_cast<std::size_t>(in.c)]) accumulate(in.c, mul(g, out.op(StepOp::gt, x, hi)));
+          accumulate(in.a, mul(g, mul(out.op(ir::Op::ge, x, lo), out.op(ir::Op::le, x, hi))));
+        if (rg[static_cast<std::size_t>(in.b)]) accumulate(in.b, mul(g, out.op(ir::Op::lt, x, lo)));
+        if (rg[static_cast<std::size_t>(in.c)]) accumulate(in.c, mul(g, out.op(ir::Op::gt, x, hi)));
         break;
       }
       default:  // leaves keep their gradient; the rest have none
@@ -201,12 +201,12 @@ AdjointResult emit_adjoint(const LoweredStep& step, StepBuilder& out,
   result.old_states.assign(step.new_states.size(), -1);
   result.params.assign(step.runtime_params.size(), -1);
   for (std::size_t i = 0; i < n; ++i) {
-    const StepInstr& in = instrs[i];
+    const ir::Instr& in = instrs[i];
     const auto slot = static_cast<std::size_t>(in.slot);
-    if (in.op == StepOp::seq_in) result.inputs[slot] = adj[i];
-    if (in.op == StepOp::carried && slot < result.old_states.size())
+    if (in.op == ir::Op::seq_in) result.inputs[slot] = adj[i];
+    if (in.op == ir::Op::carried && slot < result.old_states.size())
       result.old_states[slot] = adj[i];
-    if (in.op == StepOp::param && step.learnable[slot]) result.params[slot] = adj[i];
+    if (in.op == ir::Op::param && step.learnable[slot]) result.params[slot] = adj[i];
   }
   return result;
 }
@@ -294,13 +294,13 @@ std::vector<int> plan_residuals(const LoweredStep& step) {
   const auto& instrs = step.body.instrs;
   const int n = static_cast<int>(instrs.size());
   StepBuilder scratch;
-  for (const StepInstr& in : instrs) scratch.raw(in);
+  for (const ir::Instr& in : instrs) scratch.raw(in);
   constexpr int kSeedSlot = 1 << 20;  // seed leaves that cannot collide with the forward's
   AdjointSeeds seeds;
   for (std::size_t o = 0; o < step.outputs.size(); ++o)
-    seeds.outputs.push_back(scratch.leaf(StepOp::seq_in, kSeedSlot + static_cast<int>(o)));
+    seeds.outputs.push_back(scratch.leaf(ir::Op::seq_in, kSeedSlot + static_cast<int>(o)));
   for (std::size_t s = 0; s < step.new_states.size(); ++s)
-    seeds.new_states.push_back(scratch.leaf(StepOp::carried, kSeedSlot + static_cast<int>(s)));
+    seeds.new_states.push_back(scratch.leaf(ir::Op::carried, kSeedSlot + static_cast<int>(s)));
   const AdjointResult grads = emit_adjoint(
       step, scratch, [](int id) { return id; }, seeds);
 
@@ -315,7 +315,7 @@ std::vector<int> plan_residuals(const LoweredStep& step) {
     if (r < n) needed[static_cast<std::size_t>(r)] = 1;
   }
   for (std::size_t i = all.size(); i-- > 0;) {
-    if (!live[i] || step_op_arity(all[i].op) == 0) continue;
+    if (!live[i] || ir::op_info(all[i].op).arity == 0) continue;
     for (int operand : {all[i].a, all[i].b, all[i].c}) {
       if (operand < 0) continue;
       live[static_cast<std::size_t>(operand)] = 1;
@@ -328,12 +328,12 @@ std::vector<int> plan_residuals(const LoweredStep& step) {
   const int source = 2 * n, sink = 2 * n + 1;
   FlowGraph graph(2 * n + 2);
   for (int i = 0; i < n; ++i) {
-    const StepInstr& in = instrs[static_cast<std::size_t>(i)];
-    const bool free = in.op == StepOp::constant || in.op == StepOp::param;
+    const ir::Instr& in = instrs[static_cast<std::size_t>(i)];
+    const bool free = in.op == ir::Op::constant || in.op == ir::Op::param;
     graph.add(2 * i, 2 * i + 1, free ? FlowGraph::kInf : 1);
-    if (in.op == StepOp::seq_in || in.op == StepOp::carried)
+    if (in.op == ir::Op::seq_in || in.op == ir::Op::carried)
       graph.add(source, 2 * i, FlowGraph::kInf);
-    if (step_op_arity(in.op) > 0)
+    if (ir::op_info(in.op).arity > 0)
       for (int operand : {in.a, in.b, in.c})
         if (operand >= 0) graph.add(2 * operand + 1, 2 * i, FlowGraph::kInf);
     if (needed[static_cast<std::size_t>(i)]) graph.add(2 * i + 1, sink, FlowGraph::kInf);

@@ -4,20 +4,20 @@
 #include <cmath>
 #include <cstring>
 
-#include "ir/step_eval.hpp"
+#include "ir/op_eval.hpp"
 
 namespace flexkit::snn {
 
 namespace {
 
-bool same(const StepInstr& x, const StepInstr& y) {
+bool same(const ir::Instr& x, const ir::Instr& y) {
   return x.op == y.op && x.a == y.a && x.b == y.b && x.c == y.c &&
          std::bit_cast<std::uint32_t>(x.constant) == std::bit_cast<std::uint32_t>(y.constant) &&
          x.slot == y.slot && x.surrogate == y.surrogate &&
          std::bit_cast<std::uint32_t>(x.alpha) == std::bit_cast<std::uint32_t>(y.alpha);
 }
 
-std::uint64_t hash_of(const StepInstr& x) {
+std::uint64_t hash_of(const ir::Instr& x) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
   mix(static_cast<std::uint64_t>(x.op));
@@ -31,14 +31,14 @@ std::uint64_t hash_of(const StepInstr& x) {
   return h;
 }
 
-bool is_leaf(StepOp op) {
-  return op == StepOp::constant || op == StepOp::seq_in || op == StepOp::carried ||
-         op == StepOp::param;
+bool is_leaf(ir::Op op) {
+  return op == ir::Op::constant || op == ir::Op::seq_in || op == ir::Op::carried ||
+         op == ir::Op::param;
 }
 
 }  // namespace
 
-int StepBuilder::append(const StepInstr& instr) {
+int StepBuilder::append(const ir::Instr& instr) {
   const std::uint64_t h = hash_of(instr);
   auto& bucket = by_hash_[h];
   for (int id : bucket)
@@ -49,32 +49,32 @@ int StepBuilder::append(const StepInstr& instr) {
   return id;
 }
 
-int StepBuilder::raw(const StepInstr& instr) {
+int StepBuilder::raw(const ir::Instr& instr) {
   return append(instr);
 }
 
 int StepBuilder::constant(float value) {
-  StepInstr in;
-  in.op = StepOp::constant;
+  ir::Instr in;
+  in.op = ir::Op::constant;
   in.constant = value;
   return append(in);
 }
 
-int StepBuilder::leaf(StepOp kind, int slot) {
-  StepInstr in;
+int StepBuilder::leaf(ir::Op kind, int slot) {
+  ir::Instr in;
   in.op = kind;
   in.slot = slot;
   return append(in);
 }
 
 std::optional<float> StepBuilder::constant_value(int id) const {
-  const StepInstr& in = at(id);
-  if (in.op == StepOp::constant) return in.constant;
+  const ir::Instr& in = at(id);
+  if (in.op == ir::Op::constant) return in.constant;
   return std::nullopt;
 }
 
-int StepBuilder::op(StepOp op, int a, int b, int c) {
-  StepInstr in;
+int StepBuilder::op(ir::Op op, int a, int b, int c) {
+  ir::Instr in;
   in.op = op;
   in.a = a;
   in.b = b;
@@ -84,67 +84,67 @@ int StepBuilder::op(StepOp op, int a, int b, int c) {
 }
 
 int StepBuilder::spike(int z, Surrogate surrogate, float alpha) {
-  StepInstr in;
-  in.op = StepOp::spike;
+  ir::Instr in;
+  in.op = ir::Op::spike;
   in.a = z;
   in.surrogate = surrogate;
   in.alpha = alpha;
-  if (auto k = constant_value(z)) return constant(eval_step_op(in, *k, 0, 0));
+  if (auto k = constant_value(z)) return constant(ir::eval_op(in, *k, 0, 0));
   return append(in);
 }
 
 int StepBuilder::spike_grad(int z, Surrogate surrogate, float alpha) {
-  StepInstr in;
-  in.op = StepOp::spike_grad;
+  ir::Instr in;
+  in.op = ir::Op::spike_grad;
   in.a = z;
   in.surrogate = surrogate;
   in.alpha = alpha;
-  if (auto k = constant_value(z)) return constant(eval_step_op(in, *k, 0, 0));
+  if (auto k = constant_value(z)) return constant(ir::eval_op(in, *k, 0, 0));
   return append(in);
 }
 
 // Rewrites that keep float32 results unchanged for finite operands. (x * 0 -> 0 would differ for
 // an infinite or NaN x; it is applied only where the zero comes from the structure of a
 // derivative, never to user arithmetic, by the differentiator not emitting such products.)
-std::optional<int> StepBuilder::simplify(const StepInstr& in) {
-  const int arity = step_op_arity(in.op);
+std::optional<int> StepBuilder::simplify(const ir::Instr& in) {
+  const int arity = ir::op_info(in.op).arity;
   // Plain flags and values (not std::optional) keep GCC's maybe-uninitialized analysis quiet.
   float va = 0, vb = 0, vc = 0;
   auto known = [&](int operand, float& value) {
-    const StepInstr& x = at(operand);
+    const ir::Instr& x = at(operand);
     value = x.constant;
-    return x.op == StepOp::constant;
+    return x.op == ir::Op::constant;
   };
   const bool ka = arity >= 1 && known(in.a, va);
   const bool kb = arity >= 2 && known(in.b, vb);
   const bool kc = arity >= 3 && known(in.c, vc);
-  if (in.op == StepOp::detach) return ka ? std::optional<int>(in.a) : std::nullopt;
+  if (in.op == ir::Op::detach) return ka ? std::optional<int>(in.a) : std::nullopt;
   const bool all_constant = (arity < 1 || ka) && (arity < 2 || kb) && (arity < 3 || kc);
-  if (all_constant && !is_leaf(in.op)) return constant(eval_step_op(in, va, vb, vc));
+  if (all_constant && !is_leaf(in.op)) return constant(ir::eval_op(in, va, vb, vc));
   auto is_a = [&](float v) { return ka && va == v; };
   auto is_b = [&](float v) { return kb && vb == v; };
   switch (in.op) {
-    case StepOp::add:
+    case ir::Op::add:
       if (is_b(0.0f)) return in.a;
       if (is_a(0.0f)) return in.b;
       break;
-    case StepOp::sub:
+    case ir::Op::sub:
       if (is_b(0.0f)) return in.a;
-      if (is_a(0.0f)) return op(StepOp::neg, in.b);
+      if (is_a(0.0f)) return op(ir::Op::neg, in.b);
       break;
-    case StepOp::mul:
+    case ir::Op::mul:
       if (is_b(1.0f)) return in.a;
       if (is_a(1.0f)) return in.b;
-      if (is_b(-1.0f)) return op(StepOp::neg, in.a);
-      if (is_a(-1.0f)) return op(StepOp::neg, in.b);
+      if (is_b(-1.0f)) return op(ir::Op::neg, in.a);
+      if (is_a(-1.0f)) return op(ir::Op::neg, in.b);
       break;
-    case StepOp::div:
+    case ir::Op::div:
       if (is_b(1.0f)) return in.a;
       break;
-    case StepOp::neg:
-      if (at(in.a).op == StepOp::neg) return at(in.a).a;
+    case ir::Op::neg:
+      if (at(in.a).op == ir::Op::neg) return at(in.a).a;
       break;
-    case StepOp::where:
+    case ir::Op::where:
       if (ka) return va != 0.0f ? in.b : in.c;
       if (in.b == in.c) return in.b;
       break;
@@ -158,25 +158,25 @@ StepProgram prune_program(const StepProgram& program, std::vector<int*> roots, b
   const std::size_t n = program.instrs.size();
   std::vector<int> forward(n);  // detach chains resolved to their source
   for (std::size_t i = 0; i < n; ++i) {
-    const StepInstr& in = program.instrs[i];
-    forward[i] = (strip_detach && in.op == StepOp::detach) ? forward[static_cast<std::size_t>(in.a)]
+    const ir::Instr& in = program.instrs[i];
+    forward[i] = (strip_detach && in.op == ir::Op::detach) ? forward[static_cast<std::size_t>(in.a)]
                                                            : static_cast<int>(i);
   }
   std::vector<char> live(n, 0);
   for (int* r : roots) live[static_cast<std::size_t>(forward[static_cast<std::size_t>(*r)])] = 1;
   for (std::size_t i = n; i-- > 0;) {
     if (!live[i]) continue;
-    const StepInstr& in = program.instrs[i];
+    const ir::Instr& in = program.instrs[i];
     for (int operand : {in.a, in.b, in.c})
-      if (operand >= 0 && step_op_arity(in.op) > 0)
+      if (operand >= 0 && ir::op_info(in.op).arity > 0)
         live[static_cast<std::size_t>(forward[static_cast<std::size_t>(operand)])] = 1;
   }
   StepBuilder out;
   std::vector<int> renumber(n, -1);
   for (std::size_t i = 0; i < n; ++i) {
     if (!live[i] || forward[i] != static_cast<int>(i)) continue;
-    StepInstr in = program.instrs[i];
-    const int arity = step_op_arity(in.op);
+    ir::Instr in = program.instrs[i];
+    const int arity = ir::op_info(in.op).arity;
     auto map = [&](int operand) {
       return renumber[static_cast<std::size_t>(forward[static_cast<std::size_t>(operand)])];
     };

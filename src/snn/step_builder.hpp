@@ -15,22 +15,22 @@ namespace flexkit::snn {
 class StepBuilder {
  public:
   int constant(float value);
-  int leaf(StepOp kind, int slot);
-  int op(StepOp op, int a, int b = -1, int c = -1);
+  int leaf(ir::Op kind, int slot);
+  int op(ir::Op op, int a, int b = -1, int c = -1);
   int spike(int z, Surrogate surrogate, float alpha);
   int spike_grad(int z, Surrogate surrogate, float alpha);
   // Appends an instruction exactly as given (operands already in this program), without
   // simplification: for copying a program that is already reduced.
-  int raw(const StepInstr& instr);
+  int raw(const ir::Instr& instr);
 
   std::optional<float> constant_value(int id) const;
-  const StepInstr& at(int id) const { return program_.instrs[static_cast<std::size_t>(id)]; }
+  const ir::Instr& at(int id) const { return program_.instrs[static_cast<std::size_t>(id)]; }
   int size() const { return static_cast<int>(program_.instrs.size()); }
   const StepProgram& program() const { return program_; }
 
  private:
-  int append(const StepInstr& instr);  // shared with an equal earlier instruction if any
-  std::optional<int> simplify(const StepInstr& instr);
+  int append(const ir::Instr& instr);  // shared with an equal earlier instruction if any
+  std::optional<int> simplify(const ir::Instr& instr);
 
   StepProgram program_;
   std::unordered_map<std::uint64_t, std::vector<int>> by_hash_;

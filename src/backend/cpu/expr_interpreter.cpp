@@ -15,6 +15,7 @@
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/portable/ew_ops.hpp"
+#include "ir/op_eval.hpp"
 
 namespace flexkit::backend::cpu {
 namespace {
@@ -180,7 +181,6 @@ class ChunkEvaluator {
 
   // Values of the program at iteration positions [begin, begin + count).
   const float* run(std::int64_t begin, int count) {
-    using namespace portable;
     const std::size_t size = program_.code.size();
     for (std::size_t i = 0; i < size; ++i) {
       const ir::Instr& in = program_.code[i];
@@ -203,53 +203,11 @@ class ChunkEvaluator {
         case Op::scalar:
           std::fill(r, r + count, static_cast<float>(program_.scalars[in.slot]));
           break;
-#define FLEXKIT_UNARY(name)                                 \
-  case Op::name:                                            \
-    for (int j = 0; j < count; ++j) r[j] = ew_##name(a[j]); \
-    break;
-#define FLEXKIT_BINARY(name)                                      \
-  case Op::name:                                                  \
-    for (int j = 0; j < count; ++j) r[j] = ew_##name(a[j], b[j]); \
-    break;
-#define FLEXKIT_TERNARY(name)                                           \
-  case Op::name:                                                        \
-    for (int j = 0; j < count; ++j) r[j] = ew_##name(a[j], b[j], c[j]); \
-    break;
-          FLEXKIT_UNARY(neg)
-          FLEXKIT_UNARY(abs)
-          FLEXKIT_UNARY(sqr)
-          FLEXKIT_UNARY(sqrt)
-          FLEXKIT_UNARY(exp)
-          FLEXKIT_UNARY(exp2)
-          FLEXKIT_UNARY(log)
-          FLEXKIT_UNARY(log2)
-          FLEXKIT_UNARY(sig)
-          FLEXKIT_UNARY(sig2)
-          FLEXKIT_UNARY(tanh)
-          FLEXKIT_UNARY(tanh2)
-          FLEXKIT_UNARY(reciprocal)
-          FLEXKIT_UNARY(floor)
-          FLEXKIT_UNARY(ceil)
-          FLEXKIT_UNARY(sign)
-          FLEXKIT_BINARY(add)
-          FLEXKIT_BINARY(sub)
-          FLEXKIT_BINARY(mul)
-          FLEXKIT_BINARY(div)
-          FLEXKIT_BINARY(pow)
-          FLEXKIT_BINARY(eq)
-          FLEXKIT_BINARY(ne)
-          FLEXKIT_BINARY(lt)
-          FLEXKIT_BINARY(le)
-          FLEXKIT_BINARY(gt)
-          FLEXKIT_BINARY(ge)
-          FLEXKIT_BINARY(maximum)
-          FLEXKIT_BINARY(minimum)
-          FLEXKIT_TERNARY(where)
-          FLEXKIT_TERNARY(clip)
-#undef FLEXKIT_UNARY
-#undef FLEXKIT_BINARY
-#undef FLEXKIT_TERNARY
         default:
+          if (ir::op_info(in.op).in_expressions && ir::with_op_math(in, [&](auto fn) {
+                for (int j = 0; j < count; ++j) r[j] = fn(a, b, c, j);
+              }))
+            break;
           throw ValueError(detail::cat("cpu interpreter: ", ir::op_info(in.op).name,
                                        " cannot appear inside a program"));
       }
@@ -257,9 +215,7 @@ class ChunkEvaluator {
     return values_[size - 1];
   }
 
-  std::int64_t* scratch() {
-    return scratch_.data();
-  }
+  std::int64_t* scratch() { return scratch_.data(); }
 
  private:
   const ir::Program& program_;

@@ -12,7 +12,7 @@
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/portable/ew_ops.hpp"
-#include "ir/step_eval.hpp"
+#include "ir/op_eval.hpp"
 #include "ir/step_kernel.hpp"
 
 namespace flexkit::snn {
@@ -90,34 +90,19 @@ void store_lanes(const Array& a, std::int64_t offset, int lanes, const float* in
   }
 }
 
-// One instruction over `lanes` lanes. The switch is outside the lane loops so each loop is a
-// plain vectorisable kernel.
-void run_instr(const StepInstr& in, int lanes, const float* a, const float* b, const float* c,
+// One instruction over `lanes` lanes, through the one op math (ir/op_eval.hpp): its switch is
+// outside the lane loop, so each loop is a plain vectorisable kernel.
+void run_instr(const ir::Instr& in, int lanes, const float* a, const float* b, const float* c,
                float* out) {
-#define FLEXKIT_LANES(expr)                        \
-  for (int l = 0; l < lanes; ++l) out[l] = (expr); \
-  break
-  switch (in.op) {
-    case StepOp::add:
-      FLEXKIT_LANES(a[l] + b[l]);
-    case StepOp::sub:
-      FLEXKIT_LANES(a[l] - b[l]);
-    case StepOp::mul:
-      FLEXKIT_LANES(a[l] * b[l]);
-    case StepOp::div:
-      FLEXKIT_LANES(a[l] / b[l]);
-    case StepOp::neg:
-      FLEXKIT_LANES(-a[l]);
-    case StepOp::spike:
-      FLEXKIT_LANES(p::ew_spike(a[l]));
-    case StepOp::where:
-      FLEXKIT_LANES(a[l] != 0 ? b[l] : c[l]);
-    default:
-      for (int l = 0; l < lanes; ++l)
-        out[l] = eval_step_op(in, a ? a[l] : 0.0f, b ? b[l] : 0.0f, c ? c[l] : 0.0f);
-      break;
+  if (in.op == ir::Op::detach) {  // kernels are built without it; pass the value through anyway
+    std::memcpy(out, a, static_cast<std::size_t>(lanes) * sizeof(float));
+    return;
   }
-#undef FLEXKIT_LANES
+  if (!ir::with_op_math(in, [&](auto fn) {
+        for (int l = 0; l < lanes; ++l) out[l] = fn(a, b, c, l);
+      }))
+    throw ValueError(
+        detail::cat("step kernel: ", ir::op_info(in.op).name, " is not an elementwise op"));
 }
 
 }  // namespace
@@ -157,10 +142,10 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
       }
       // Constants and parameters do not change over the steps.
       for (std::size_t i = 0; i < values; ++i) {
-        const StepInstr& in = k.body.instrs[i];
+        const ir::Instr& in = k.body.instrs[i];
         float* dst = lane_ptr(static_cast<int>(i));
-        if (in.op == StepOp::constant) std::fill(dst, dst + lanes, in.constant);
-        if (in.op == StepOp::param) {
+        if (in.op == ir::Op::constant) std::fill(dst, dst + lanes, in.constant);
+        if (in.op == ir::Op::param) {
           const Array& param = launch.params[static_cast<std::size_t>(in.slot)];
           if (k.params[static_cast<std::size_t>(in.slot)].per_neuron)
             load_lanes(param, n0, lanes, dst);
@@ -172,21 +157,21 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
         const std::int64_t t = k.reverse ? steps - 1 - step : step;
         const std::int64_t base = row_start + t * inner;
         for (std::size_t i = 0; i < values; ++i) {
-          const StepInstr& in = k.body.instrs[i];
+          const ir::Instr& in = k.body.instrs[i];
           float* dst = lane_ptr(static_cast<int>(i));
           switch (in.op) {
-            case StepOp::constant:
-            case StepOp::param:
+            case ir::Op::constant:
+            case ir::Op::param:
               break;
-            case StepOp::seq_in:
+            case ir::Op::seq_in:
               load_lanes(launch.seq_in[static_cast<std::size_t>(in.slot)], base, lanes, dst);
               break;
-            case StepOp::carried:
+            case ir::Op::carried:
               std::memcpy(dst, carried.data() + static_cast<std::size_t>(in.slot) * kLanes,
                           static_cast<std::size_t>(lanes) * sizeof(float));
               break;
             default: {
-              const int arity = step_op_arity(in.op);
+              const int arity = ir::op_info(in.op).arity;
               run_instr(in, lanes, arity >= 1 ? lane_ptr(in.a) : nullptr,
                         arity >= 2 ? lane_ptr(in.b) : nullptr,
                         arity >= 3 ? lane_ptr(in.c) : nullptr, dst);
