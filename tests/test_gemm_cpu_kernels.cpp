@@ -13,9 +13,12 @@
 
 #include "backend/cpu/gemm/gemm_kernels.hpp"
 #include "backend/cpu/gemm_cpu.hpp"
+#include "flexkit/gemm.hpp"
+#include "support/kernel_names.hpp"
 
 namespace {
 
+using flexkit::backend::cpu::make_gemm_cpu_plan;
 using flexkit::backend::cpu::gemm_detail::gemm_cpu_with_isa;
 using flexkit::backend::cpu::gemm_detail::gemm_hardware_isa;
 using flexkit::backend::cpu::gemm_detail::GemmIsa;
@@ -257,6 +260,9 @@ void check_int_case(const IntCase& c, unsigned seed, GemmIsa isa) {
   std::vector<std::int16_t> want16;
   std::vector<float> want32;
   const portable::GemmStats want = run.reference(want16, want32);
+  // The set asked for is the one planned (the fixture skips sets this CPU lacks).
+  EXPECT_EQ(make_gemm_cpu_plan(run.problem(), isa).kernel_name,
+            flexkit::test::cpu_kernel_name(isa));
   const portable::GemmStats got = gemm_cpu_with_isa(run.problem(), isa);
   expect_same_stats(got, want);
   EXPECT_TRUE(run.c16 == want16);
@@ -715,6 +721,41 @@ TEST_P(GemmCpuKernelsOnIsa, F32AgainstDouble) {
       }
     }
   }
+}
+
+// The planner's candidates, fastest first: a plan capped at a set this CPU runs takes that set,
+// and names it; the faster sets are passed over, with their reason.
+TEST_P(GemmCpuKernelsOnIsa, PlannedKernelIsTheSetAskedFor) {
+  std::vector<std::int16_t> a(64 * 32), b(32 * 48), c(64 * 48);
+  GemmProblem p;
+  p.m = 64, p.n = 48, p.k = 32;
+  p.a = {a.data(), ElementKind::flex16, 32, 1, 0};
+  p.b = {b.data(), ElementKind::flex16, 48, 1, 0};
+  p.c = {c.data(), ElementKind::flex16, 48, 1, 0};
+  const auto plan = make_gemm_cpu_plan(p, isa());
+  EXPECT_EQ(plan.kernel_name, flexkit::test::cpu_kernel_name(isa()));
+  EXPECT_EQ(plan.isa, isa());
+  EXPECT_GT(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan.passed_over.empty(), true) << plan.passed_over;  // nothing faster was allowed
+  // Capped at the fastest set, the plan is this CPU's best and says why the others were not.
+  const auto best = make_gemm_cpu_plan(p, GemmIsa::avx512);
+  EXPECT_EQ(best.kernel_name, flexkit::test::cpu_kernel_name(gemm_hardware_isa()));
+  EXPECT_EQ(best.passed_over.empty(), gemm_hardware_isa() == GemmIsa::avx512) << best.passed_over;
+}
+
+// dot's own plan follows FLEXKIT_GEMM_ISA (CTest runs this binary with it set to avx2 and to
+// scalar as well): dot_kernel_name names that set for every product type.
+TEST(GemmCpuKernels, DotPlansTheCappedSet) {
+  using flexkit::Array;
+  using flexkit::DType;
+  const std::string want = flexkit::test::expected_cpu_kernel_name();
+  for (DType b_type : {DType::flex16, DType::u8}) {
+    const Array a = Array::zeros({33, 20}, DType::flex16), b = Array::zeros({20, 17}, b_type);
+    EXPECT_EQ(flexkit::dot_kernel_name(a, b, Array::zeros({33, 17}, DType::flex16), {.iwl = 2}),
+              want);
+  }
+  const Array f = Array::zeros({33, 20}, DType::f32), g = Array::zeros({20, 17}, DType::f32);
+  EXPECT_EQ(flexkit::dot_kernel_name(f, g, Array::zeros({33, 17}, DType::f32)), want);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, GemmCpuKernelsOnIsa,

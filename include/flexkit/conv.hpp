@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "flexkit/array.hpp"
@@ -80,6 +81,16 @@ class ConvPlan {
   void update(const Array& input, const Array& grad_output, const Array& grad_filter,
               const ConvOptions& options = {}) const;
 
+  // The kernel the call in `direction` would run on (x, y, out) — fprop's (input, filter,
+  // output), bprop's (filter, grad_output, grad_input), update's (input, grad_output,
+  // grad_filter) — by its stable name ("cpu.avx2", "cuda.implicit_gemm.lean", …; the list is in
+  // docs/kernels.md), without running it. The arrays are checked as the call checks them (and
+  // throw alike); the plan of the call's problem class is made now when it is new (so
+  // FLEXKIT_LOG=1 prints it) and kept for the call. "none" for an empty batch. Under
+  // IwlPolicy::exact the name is the storing pass's at the output's current exponent.
+  std::string kernel_name(ConvDirection direction, const Array& x, const Array& y, const Array& out,
+                          const ConvOptions& options = {}) const;
+
  private:
   int dims_ = 0;
   Shape input_shape_, filter_shape_, output_shape_;
@@ -101,6 +112,10 @@ void bprop(const Array& filter, const Array& grad_output, const Array& grad_inpu
            const ConvParams& params = {}, const ConvOptions& options = {});
 void update(const Array& input, const Array& grad_output, const Array& grad_filter,
             const ConvParams& params = {}, const ConvOptions& options = {});
+// ConvPlan::kernel_name through the plan cache (x, y, out in the direction's operand order).
+std::string conv_kernel_name(ConvDirection direction, const Array& x, const Array& y,
+                             const Array& out, const ConvParams& params = {},
+                             const ConvOptions& options = {});
 
 // Layout helpers, contiguous copies. PyTorch's NCW / NCHW / NCDHW activations and its
 // (K, C, [T, [R,]] S) weights both move their leading axis to the end to become the seed's

@@ -6,6 +6,7 @@
 // Transposes come from the views' strides: dot(A.T(), B, out) multiplies by Aᵀ without a copy.
 #pragma once
 #include <optional>
+#include <string>
 
 #include "flexkit/array.hpp"
 #include "flexkit/expr.hpp"
@@ -25,6 +26,15 @@ inline void dot(const Array& a, const Array& b, const Array& out, double alpha, 
   options.beta = beta;
   dot(a, b, out, options);
 }
+
+// The kernel dot(a, b, out, options) runs, by its stable name ("cpu.avx2", "cuda.planar", …; the
+// list is in docs/kernels.md), without running it: the arguments are checked as dot() checks them
+// (and throw alike), and the plan of the call's problem class is made now when it is new (so
+// FLEXKIT_LOG=1 prints it) and kept for the call. "none" when there is nothing to multiply (an
+// empty output or inner dimension). Under IwlPolicy::exact the name is the storing pass's at the
+// output's current exponent.
+std::string dot_kernel_name(const Array& a, const Array& b, const Array& out,
+                            const DotOptions& options = {});
 
 // A new array holding a · b: f32 for f32 inputs, flex16 (exact policy) for integer products
 // unless `out_dtype` says f32.

@@ -46,6 +46,7 @@ from ._flexkit import (  # noqa: F401  (the public names)
     conv,
     cuda,
     dot,
+    dot_kernel_name,
     empty,
     equal,
     evaluate,

@@ -1,5 +1,5 @@
-// The heavy operations and files: fk.dot, fk.conv.fprop / bprop / update, .npy files, and what
-// the CUDA runtime reports.
+// The heavy operations and files: fk.dot, fk.conv.fprop / bprop / update, the kernels they would
+// run (fk.dot_kernel_name, fk.conv.kernel_name), .npy files, and what the CUDA runtime reports.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -58,6 +58,35 @@ Array fresh_output(const Shape& shape, const Array& a, const Array& b, nb::handl
   return Array::empty(shape, dtype, a.device());
 }
 
+// dot's options from its keyword arguments.
+DotOptions dot_options(double alpha, double beta, const std::string& iwl_policy,
+                       std::optional<int> iwl) {
+  DotOptions options;
+  options.alpha = alpha;
+  options.beta = beta;
+  options.iwl_policy = iwl_policy_from(iwl_policy);
+  options.iwl = iwl;
+  return options;
+}
+
+// The output fk.dot makes when given none: its shape from the operands, the exact policy unless
+// told otherwise.
+Array fresh_dot_output(const Array& a, const Array& b, nb::handle out_dtype, DotOptions& options) {
+  Shape shape = a.rank() == 3 ? Shape{a.dim(0), a.dim(1), 0} : Shape{a.dim(0), 0};
+  if (b.rank() == 3 && a.rank() == 2) shape = {b.dim(0), a.dim(0), 0};
+  shape.back() = b.dim(b.rank() - 1);
+  return fresh_output(shape, a, b, out_dtype, options);
+}
+
+ConvDirection conv_direction(const std::string& name) {
+  if (name == "fprop") return ConvDirection::fprop;
+  if (name == "bprop") return ConvDirection::bprop;
+  if (name == "update") return ConvDirection::update;
+  throw nb::value_error(
+      ("conv.kernel_name: direction '" + name + "': expected 'fprop', 'bprop' or 'update'")
+          .c_str());
+}
+
 Shape shape_of(nb::handle value) {
   if (nb::isinstance<Array>(value)) return nb::cast<const Array&>(value).shape();
   return nb::cast<Shape>(value);
@@ -77,11 +106,7 @@ void bind_ops(nb::module_& m) {
       [](nb::handle a_like, nb::handle b_like, std::optional<Array> out, double alpha, double beta,
          const std::string& iwl_policy, std::optional<int> iwl, nb::handle out_dtype) {
         const Array a = to_array(a_like), b = to_array(b_like);
-        DotOptions options;
-        options.alpha = alpha;
-        options.beta = beta;
-        options.iwl_policy = iwl_policy_from(iwl_policy);
-        options.iwl = iwl;
+        DotOptions options = dot_options(alpha, beta, iwl_policy, iwl);
         if (out) {
           dot(a, b, *out, options);
           return *out;
@@ -90,11 +115,7 @@ void bind_ops(nb::module_& m) {
         const DType dtype = integer_output(a, b, out_dtype);
         if (alpha == 1.0 && !iwl && options.iwl_policy == IwlPolicy::fixed)
           return dot(a, b, std::optional<DType>(dtype));
-        // A fresh output: its shape from the operands, the exact policy unless told otherwise.
-        Shape shape = a.rank() == 3 ? Shape{a.dim(0), a.dim(1), 0} : Shape{a.dim(0), 0};
-        if (b.rank() == 3 && a.rank() == 2) shape = {b.dim(0), a.dim(0), 0};
-        shape.back() = b.dim(b.rank() - 1);
-        Array result = fresh_output(shape, a, b, out_dtype, options);
+        Array result = fresh_dot_output(a, b, out_dtype, options);
         dot(a, b, result, options);
         return result;
       },
@@ -106,6 +127,20 @@ void bind_ops(nb::module_& m) {
       "(bit-identical on every backend), into flex16 (a fresh output takes the smallest exponent\n"
       "that holds it) or f32 (out_dtype='f32'). Transposes come from views: fk.dot(a.T, b).\n"
       "Returns out, or the new array.");
+  m.def(
+      "dot_kernel_name",
+      [](nb::handle a_like, nb::handle b_like, std::optional<Array> out, double alpha, double beta,
+         const std::string& iwl_policy, std::optional<int> iwl, nb::handle out_dtype) {
+        const Array a = to_array(a_like), b = to_array(b_like);
+        DotOptions options = dot_options(alpha, beta, iwl_policy, iwl);
+        if (!out) out = fresh_dot_output(a, b, out_dtype, options);
+        return dot_kernel_name(a, b, *out, options);
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("out") = nb::none(), nb::kw_only(),
+      nb::arg("alpha") = 1.0, nb::arg("beta") = 0.0, nb::arg("iwl_policy") = "fixed",
+      nb::arg("iwl") = nb::none(), nb::arg("out_dtype") = nb::none(),
+      "The kernel fk.dot would run with these arguments, by its stable name ('cpu.avx2',\n"
+      "'cuda.planar', ...; docs/kernels.md), without running it; raises as fk.dot would.");
 
   nb::module_ conv = m.def_submodule(
       "conv",
@@ -182,6 +217,22 @@ void bind_ops(nb::module_& m) {
       nb::arg("filter_shape") = nb::none(), FLEXKIT_CONV_GEOMETRY_ARGS,
       "grad_filter = alpha * d<output, grad_output>/d filter + beta * grad_filter (summed over\n"
       "the batch and every output position).");
+  conv.def(
+      "kernel_name",
+      [](const std::string& direction, nb::handle x_like, nb::handle y_like, const Array& out,
+         nb::handle padding, nb::handle stride, nb::handle dilation, nb::handle upscale,
+         double alpha, double beta, const std::string& policy, std::optional<int> iwl) {
+        return conv_kernel_name(conv_direction(direction), to_array(x_like), to_array(y_like), out,
+                                conv_params(padding, stride, dilation, upscale),
+                                conv_options(alpha, beta, policy, iwl));
+      },
+      nb::arg("direction"), nb::arg("x"), nb::arg("y"), nb::arg("out"), nb::kw_only(),
+      nb::arg("padding") = nb::none(), nb::arg("stride") = nb::none(),
+      nb::arg("dilation") = nb::none(), nb::arg("upscale") = nb::none(), nb::arg("alpha") = 1.0,
+      nb::arg("beta") = 0.0, nb::arg("iwl_policy") = "fixed", nb::arg("iwl") = nb::none(),
+      "The kernel the call in `direction` ('fprop', 'bprop', 'update') would run on (x, y, out)\n"
+      "in that call's operand order, by its stable name ('cpu.avx2', 'cuda.implicit_gemm.lean',\n"
+      "...; docs/kernels.md), without running it; raises as the call would.");
   conv.def(
       "to_layout", [](nb::handle x) { return to_conv_layout(to_array(x)); }, nb::arg("x"),
       "PyTorch's (N, C, ...) or (K, C, ...) as flexkit's (C, ..., N) / (C, ..., K) (a copy).");

@@ -138,3 +138,45 @@ def test_layout_helpers_match_torch_layouts(rng):
     cl = fk.conv.to_layout(nchw)
     np.testing.assert_array_equal(cl.numpy(), np.moveaxis(nchw, 0, -1))
     np.testing.assert_array_equal(fk.conv.from_layout(cl).numpy(), nchw)
+
+
+CPU_KERNELS = {"cpu.avx512_vnni", "cpu.avx2", "cpu.scalar"}
+CUDA_DOT_KERNELS = {"cuda.planar", "cuda.ss", "cuda.simple", "cuda.cublas_f32"}
+CUDA_CONV_KERNELS = {
+    "cuda.implicit_gemm.shallow_transposed", "cuda.implicit_gemm.shallow_specialized",
+    "cuda.implicit_gemm.shallow", "cuda.deep_k", "cuda.implicit_gemm.stream_k",
+    "cuda.implicit_gemm.lean", "cuda.direct"}
+
+
+def test_kernel_names_are_planned_without_running(device, rng):
+    a, _ = _flex16(rng, (9, 33), 3)
+    b, _ = _flex16(rng, (33, 7), -2)
+    a, b = a.copy_to(device), b.copy_to(device)
+    out = fk.zeros((9, 7), "flex16", device=device)
+    out.iwl = 12
+    before = out.mantissas().copy()
+    name = fk.dot_kernel_name(a, b, out, iwl=12)
+    assert name in (CPU_KERNELS if device == "cpu" else CUDA_DOT_KERNELS)
+    np.testing.assert_array_equal(out.mantissas(), before)  # nothing ran
+    assert fk.dot_kernel_name(a, b) == fk.dot_kernel_name(a, b, out, iwl=12)
+    with pytest.raises(fk.ShapeError):  # checked as fk.dot checks
+        fk.dot_kernel_name(a, a)
+    # An empty inner dimension has nothing to multiply.
+    empty = fk.zeros((9, 0), "flex16", device=device)
+    assert fk.dot_kernel_name(empty, fk.zeros((0, 7), "flex16", device=device), out) == "none"
+
+    x = fk.zeros((4, 6, 6, 8), "flex16", device=device)
+    f = fk.zeros((4, 3, 3, 2), "flex16", device=device)
+    y = fk.zeros(fk.conv.output_shape(x.shape, f.shape, padding=1), "flex16", device=device)
+    names = {fk.conv.kernel_name("fprop", x, f, y, padding=1),
+             fk.conv.kernel_name("bprop", f, y, x, padding=1),
+             fk.conv.kernel_name("update", x, y, f, padding=1)}
+    if device == "cpu":
+        # One instruction set for every heavy product on the CPU.
+        assert names == {name}
+    else:
+        assert names <= CUDA_CONV_KERNELS
+    with pytest.raises(ValueError):
+        fk.conv.kernel_name("forward", x, f, y, padding=1)
+    with pytest.raises(fk.ShapeError):
+        fk.conv.kernel_name("fprop", x, f, x, padding=1)

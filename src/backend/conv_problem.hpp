@@ -2,7 +2,9 @@
 // arguments: the geometry with 3 spatial dims, the operands with strides in elements, and the
 // output as a matrix.
 #pragma once
+#include <compare>
 #include <cstdint>
+#include <string>
 
 #include "backend/gemm_problem.hpp"
 
@@ -23,6 +25,18 @@ struct Geometry {
   std::int64_t out_positions() const { return out[0] * out[1] * out[2]; }
   std::int64_t taps() const { return flt[0] * flt[1] * flt[2]; }
   std::int64_t upscale_phases() const { return up[0] * up[1] * up[2]; }
+  auto operator<=>(const Geometry&) const = default;  // plan keys
+
+  // "C 64 K 64 N 16 in 1x56x56 filter 1x3x3 pad 0,1,1 stride 1,1,1 dilation … upscale …".
+  std::string describe() const {
+    auto dims = [](const std::int64_t v[3], const char* sep) {
+      return std::to_string(v[0]) + sep + std::to_string(v[1]) + sep + std::to_string(v[2]);
+    };
+    return "C " + std::to_string(C) + " K " + std::to_string(K) + " N " + std::to_string(N) +
+           " in " + dims(in, "x") + " filter " + dims(flt, "x") + " pad " + dims(pad, ",") +
+           " stride " + dims(str, ",") + " dilation " + dims(dil, ",") + " upscale " +
+           dims(up, ",");
+  }
 };
 
 // A 5-d operand (outer, d0, d1, d2, inner), e.g. I = (C, D, H, W, N): element (a, x, y, z, b)

@@ -113,6 +113,9 @@ namespace flexkit::gemm {
 bool cublas_accepts(const GemmProblem&) {
   return true;
 }
+const backend::HeavyOpPlan& gemm_cuda_plan(const GemmProblem&, int) {
+  unavailable("dot");
+}
 void gemm_f32_cuda(const GemmProblem&, int, void*) {
   unavailable("dot");
 }
@@ -124,6 +127,9 @@ ExactStats gemm_integer_cuda_stats(const GemmProblem&, int, void*) {
 
 namespace flexkit::conv {
 
+const backend::HeavyOpPlan& cuda_plan(ConvDirection, const ConvProblem&, int) {
+  unavailable("conv");
+}
 gemm::ExactStats fprop_cuda(const ConvProblem&, int, void*) {
   unavailable("conv fprop");
 }

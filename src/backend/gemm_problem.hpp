@@ -18,6 +18,11 @@ namespace flexkit::gemm {
 
 enum class ElementKind : std::uint8_t { f32, flex16, u8 };
 
+// "f32", "flex16", "u8": for plan descriptions.
+inline const char* element_kind_name(ElementKind kind) {
+  return kind == ElementKind::f32 ? "f32" : kind == ElementKind::flex16 ? "flex16" : "u8";
+}
+
 // A logical rows × cols matrix (per batch entry): element (r, c) of batch entry b lives at
 // data + b·batch_stride + r·row_stride + c·col_stride (elements of `kind`).
 struct MatrixRef {

@@ -1,7 +1,8 @@
 // ConvPlan's calls: checking each call's arrays against the plan, normalising them into a
 // ConvProblem (strides, not copies, wherever the layout allows), the iwl policies and the
-// statistics, then the CPU or CUDA kernels (the same ConvProblem either way). The exact policy
-// runs the convolution twice, measuring and then storing, as dot() does.
+// statistics, then the CPU or CUDA kernels of the problem class's plan (the same ConvProblem
+// either way). The exact policy runs the convolution twice, measuring and then storing, as dot()
+// does. ConvPlan::kernel_name makes the same checks and problem, and names the plan.
 #include <array>
 #include <cmath>
 #include <optional>
@@ -89,7 +90,7 @@ std::optional<std::int64_t> collapsed_stride(const Array& x, int first, int last
 
 // What one direction calls its operands, for messages, and how its output becomes a matrix.
 struct Direction {
-  const char* name;
+  const char* name;  // "conv fprop": the operation, in messages
   const char* x_name;
   const char* y_name;
   const char* out_name;
@@ -97,9 +98,18 @@ struct Direction {
   bool output_rows_lead;  // output matrix rows are axis 0 (fprop, bprop), else all but the last
 };
 
-constexpr Direction kFprop{"fprop", "input", "filter", "output", true, true};
-constexpr Direction kBprop{"bprop", "filter", "grad_output", "grad_input", false, true};
-constexpr Direction kUpdate{"update", "input", "grad_output", "grad_filter", true, false};
+constexpr Direction kFprop{"conv fprop", "input", "filter", "output", true, true};
+constexpr Direction kBprop{"conv bprop", "filter", "grad_output", "grad_input", false, true};
+constexpr Direction kUpdate{"conv update", "input", "grad_output", "grad_filter", true, false};
+
+const Direction& direction_of(ConvDirection d) {
+  return d == ConvDirection::fprop ? kFprop : d == ConvDirection::bprop ? kBprop : kUpdate;
+}
+ConvDirection direction_of(const Direction& d) {
+  return &d == &kFprop   ? ConvDirection::fprop
+         : &d == &kBprop ? ConvDirection::bprop
+                         : ConvDirection::update;
+}
 
 std::string operands_text(const Direction& d, const Array& x, const Array& y, const Array& out) {
   return cat(d.x_name, " ", x.describe(), ", ", d.y_name, " ", y.describe(), ", ", d.out_name, " ",
@@ -109,9 +119,8 @@ std::string operands_text(const Direction& d, const Array& x, const Array& y, co
 void check_shape(const Direction& d, const ConvPlan& plan, const char* role, const Array& a,
                  const Shape& expected, const std::string& axes) {
   if (a.shape() != expected)
-    throw ShapeError(cat("conv ", d.name, ": ", role, " has shape ", shape_str(a.shape()),
-                         "; expected ", axes, " = ", shape_str(expected), " for ",
-                         plan.describe()));
+    throw ShapeError(cat(d.name, ": ", role, " has shape ", shape_str(a.shape()), "; expected ",
+                         axes, " = ", shape_str(expected), " for ", plan.describe()));
 }
 
 std::string axes(const char* outer, const char* const names[3], int dims, const char* inner) {
@@ -146,31 +155,22 @@ void check_call(const Direction& d, const ConvPlan& plan, const Array& x, const 
   }
   if (!(x.device() == out.device()) || !(y.device() == out.device()))
     throw DeviceError(
-        cat("conv ", d.name, ": operands are on different devices: ", operands_text(d, x, y, out)));
+        cat(d.name, ": operands are on different devices: ", operands_text(d, x, y, out)));
   const DType tx = x.dtype(), ty = y.dtype(), to = out.dtype();
   const bool float_product = tx == DType::f32 && ty == DType::f32 && to == DType::f32;
   const bool integer_product = (tx == DType::flex16 || (d.x_may_be_u8 && tx == DType::u8)) &&
                                ty == DType::flex16 && (to == DType::flex16 || to == DType::f32);
   if (!float_product && !integer_product)
     throw DTypeError(
-        cat("conv ", d.name, ": unsupported types ", d.x_name, " ", dtype_name(tx), ", ", d.y_name,
-            " ", dtype_name(ty), " → ", d.out_name, " ", dtype_name(to),
+        cat(d.name, ": unsupported types ", d.x_name, " ", dtype_name(tx), ", ", d.y_name, " ",
+            dtype_name(ty), " → ", d.out_name, " ", dtype_name(to),
             "; supported: f32 with f32 into f32, flex16 with flex16",
             d.x_may_be_u8 ? (std::string(" or a u8 ") + d.x_name + " with flex16") : std::string(),
             " into flex16 or f32"));
-  if (to != DType::flex16 && (o.iwl || o.iwl_policy != IwlPolicy::fixed))
-    throw DTypeError(cat("conv ", d.name, ": an iwl or iwl policy was given but ", d.out_name, " ",
-                         out.describe(), " is not flex16"));
-  if (o.iwl) check_iwl(*o.iwl, d.name);
-  if (!std::isfinite(o.alpha) || !std::isfinite(o.beta))
-    throw ValueError(cat("conv ", d.name, ": alpha and beta must be finite; got alpha ", o.alpha,
-                         ", beta ", o.beta));
-  if (!out.writable() || gemm::self_overlapping(out))
-    throw ValueError(cat("conv ", d.name, ": ", d.out_name, " ", out.describe(),
-                         " is a read-only or broadcast view (several of its elements share "
-                         "memory); pass an array that owns each element"));
+  gemm::check_options(d.name, d.out_name, out, o);
+  gemm::check_output_owns_elements(d.name, d.out_name, out);
   if (gemm::overlaps(out, x) || gemm::overlaps(out, y))
-    throw ValueError(cat("conv ", d.name, ": ", d.out_name, " overlaps an input (",
+    throw ValueError(cat(d.name, ": ", d.out_name, " overlaps an input (",
                          operands_text(d, x, y, out),
                          "); the convolution would read what it writes — pass a separate array"));
 }
@@ -195,7 +195,8 @@ std::optional<gemm::OutputRef> output_matrix(const Direction& d, const Array& ou
   return r;
 }
 
-// Runs one direction on the operands' device (check_call put them all on one).
+// Runs one direction on the operands' device (check_call put them all on one), as its problem
+// class's plan says.
 gemm::ExactStats run_kernels(const Direction& d, const ConvProblem& p, Device device) {
   if (device.is_cuda()) {
     void* stream = cuda::current_stream(device.index);
@@ -203,75 +204,85 @@ gemm::ExactStats run_kernels(const Direction& d, const ConvProblem& p, Device de
     if (&d == &kBprop) return bprop_cuda(p, device.index, stream);
     return update_cuda(p, device.index, stream);
   }
-  if (&d == &kFprop) return gemm::known_stats(fprop_cpu(p));
-  if (&d == &kBprop) return gemm::known_stats(bprop_cpu(p));
-  return gemm::known_stats(update_cpu(p));
+  return gemm::known_stats(run_conv_cpu(conv_cpu_plan(direction_of(d), p), direction_of(d), p));
 }
 
-void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y_in,
-         const Array& out, const ConvOptions& o) {
-  check_call(d, plan, x, y_in, out, o);
-  if (plan.input_shape().back() == 0) {
-    // An empty batch: fprop's and bprop's outputs are empty; update's sums have no terms, so
-    // grad_filter = beta · grad_filter (as dot does for an empty inner dimension).
-    Array target = out;  // a handle: writes go through to the caller's elements
-    if (out.dtype() == DType::flex16 && o.iwl) target.set_iwl(*o.iwl);
-    if (out.size() == 0) {
-      if (out.dtype() == DType::flex16)
-        gemm::record_flex16_result(out, out.iwl(),
-                                   gemm::known_stats(portable::gemm_stats_identity()));
-      return;
-    }
-    if (o.beta == 0.0) {
-      target.fill(0.0);
-    } else {
-      assign(out, Expr(out) * o.beta);
-    }
-    return;
-  }
-  Array y = y_in;
-  // update reads E as a K × (M·P·Q·N) matrix: other layouts go through a contiguous copy.
-  if (&d == &kUpdate && !collapsed_stride(y, 1, y.rank() - 1)) y = y.contiguous();
-  // An output whose axes do not collapse into a matrix is computed into a contiguous copy
-  // (holding the old values when beta accumulates) and copied back.
-  std::optional<gemm::OutputRef> matrix = output_matrix(d, out);
-  Array work = out;
-  if (!matrix) {
-    work = o.beta != 0.0 ? out.clone() : Array::empty(out.shape(), out.dtype(), out.device());
-    if (out.dtype() == DType::flex16) work.set_iwl(out.iwl());
-    matrix = output_matrix(d, work);
-  }
+// An empty batch: fprop's and bprop's outputs are empty; update's sums have no terms, so
+// grad_filter = beta · grad_filter (as dot does for an empty inner dimension).
+void run_empty_batch(const Array& out, const ConvOptions& o) {
+  if (out.size() > 0) return gemm::scale_output(out, o);
+  Array target = out;  // a handle: writes go through to the caller's elements
+  if (out.dtype() == DType::flex16 && o.iwl) target.set_iwl(*o.iwl);
+  if (out.dtype() == DType::flex16)
+    gemm::record_flex16_result(out, out.iwl(), gemm::known_stats(portable::gemm_stats_identity()));
+}
+
+// A checked call as the kernels take it: E (update) and the output go through contiguous copies
+// where their axes do not collapse into the problem's matrices (the output's copy holds the old
+// values where beta reads them and `for_run`; a plan needs only its layout).
+struct CallProblem {
+  Array y, work;
   ConvProblem p;
-  p.g = geometry_of(plan);
-  p.x = operand_of(x);
-  p.y = operand_of(y);
-  p.out = *matrix;
-  p.alpha = static_cast<float>(o.alpha);
-  p.beta = static_cast<float>(o.beta);
+};
+
+CallProblem problem_of(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y,
+                       const Array& out, const ConvOptions& o, bool for_run) {
+  CallProblem c{y, out, {}};
+  if (&d == &kUpdate && !collapsed_stride(c.y, 1, c.y.rank() - 1)) c.y = c.y.contiguous();
+  std::optional<gemm::OutputRef> matrix = output_matrix(d, out);
+  if (!matrix) {
+    c.work = for_run && o.beta != 0.0 ? out.clone()
+                                      : Array::empty(out.shape(), out.dtype(), out.device());
+    if (out.dtype() == DType::flex16) c.work.set_iwl(out.iwl());
+    matrix = output_matrix(d, c.work);
+  }
+  c.p.g = geometry_of(plan);
+  c.p.x = operand_of(x);
+  c.p.y = operand_of(c.y);
+  c.p.out = *matrix;
+  c.p.alpha = static_cast<float>(o.alpha);
+  c.p.beta = static_cast<float>(o.beta);
+  return c;
+}
+
+void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y, const Array& out,
+         const ConvOptions& o) {
+  check_call(d, plan, x, y, out, o);
+  if (plan.input_shape().back() == 0) return run_empty_batch(out, o);
+  CallProblem c = problem_of(d, plan, x, y, out, o, true);
   const bool flex_out = out.dtype() == DType::flex16;
-  int out_iwl = 0;
-  gemm::ExactStats stats;
+  gemm::StoredResult result;
   if (x.dtype() == DType::f32) {
-    stats = run_kernels(d, p, out.device());
+    result.stats = run_kernels(d, c.p, out.device());
   } else {
-    const gemm::ExactOutput exact = gemm::exact_output(x, y, work, o.alpha, o.beta);
-    out_iwl = flex_out ? (o.iwl ? *o.iwl : out.iwl()) : 0;
-    if (flex_out && o.iwl_policy == IwlPolicy::exact) {
-      p.epilogue = gemm::make_epilogue(exact, out_iwl);
-      p.mode = gemm::EpilogueMode::measure;
-      out_iwl = gemm::exact_iwl(run_kernels(d, p, out.device()).value, exact);
-    }
-    p.epilogue = gemm::make_epilogue(exact, out_iwl);
-    p.mode = gemm::EpilogueMode::store;
-    stats = run_kernels(d, p, out.device());
+    result = gemm::run_exact_passes(
+        c.p, gemm::exact_output(x, c.y, c.work, o.alpha, o.beta), gemm::fixed_out_iwl(out, o),
+        flex_out && o.iwl_policy == IwlPolicy::exact,
+        [&](const ConvProblem& pass) { return run_kernels(d, pass, out.device()); });
   }
-  if (!work.shares_storage(out)) {
+  if (!c.work.shares_storage(out)) {
     Array target = out;  // a handle: writes go through to the caller's elements
-    if (flex_out) target.set_iwl(out_iwl);
-    if (flex_out) work.set_iwl(out_iwl);
-    target.assign(work);
+    if (flex_out) target.set_iwl(result.out_iwl);
+    if (flex_out) c.work.set_iwl(result.out_iwl);
+    target.assign(c.work);
   }
-  if (flex_out) gemm::record_flex16_result(out, out_iwl, stats);
+  if (flex_out) gemm::record_flex16_result(out, result.out_iwl, result.stats);
+}
+
+std::string kernel_name(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y,
+                        const Array& out, const ConvOptions& o) {
+  check_call(d, plan, x, y, out, o);
+  if (plan.input_shape().back() == 0) return "none";
+  CallProblem c = problem_of(d, plan, x, y, out, o, false);
+  if (x.dtype() != DType::f32) {
+    // The storing pass at the fixed policy's exponent (the measuring pass plans alike).
+    c.p.epilogue = gemm::make_epilogue(gemm::exact_output(x, c.y, c.work, o.alpha, o.beta),
+                                       gemm::fixed_out_iwl(out, o));
+    c.p.mode = gemm::EpilogueMode::store;
+  }
+  if (out.device().is_cuda())
+    return cuda_plan(direction_of(d), c.p, out.device().index).kernel_name;
+  return conv_cpu_plan(direction_of(d), c.p).kernel_name;
 }
 
 }  // namespace
@@ -290,6 +301,11 @@ void ConvPlan::bprop(const Array& filter, const Array& grad_output, const Array&
 void ConvPlan::update(const Array& input, const Array& grad_output, const Array& grad_filter,
                       const ConvOptions& options) const {
   conv::run(conv::kUpdate, *this, input, grad_output, grad_filter, options);
+}
+
+std::string ConvPlan::kernel_name(ConvDirection direction, const Array& x, const Array& y,
+                                  const Array& out, const ConvOptions& options) const {
+  return conv::kernel_name(conv::direction_of(direction), *this, x, y, out, options);
 }
 
 }  // namespace flexkit

@@ -192,9 +192,10 @@ std::unique_ptr<T[]> scratch(std::int64_t count) {
       static_cast<std::size_t>(std::max<std::int64_t>(count, 1)));
 }
 
-// Runs one lowered block: out block = A · B.
-GemmStats run_block(const ConvProblem& pr, std::int64_t m, std::int64_t n, std::int64_t k,
-                    const gemm::MatrixRef& a, const gemm::MatrixRef& b, gemm::OutputRef c) {
+// Runs one lowered block: out block = A · B, on the kernels of `isa`.
+GemmStats run_block(const ConvProblem& pr, GemmIsa isa, std::int64_t m, std::int64_t n,
+                    std::int64_t k, const gemm::MatrixRef& a, const gemm::MatrixRef& b,
+                    gemm::OutputRef c) {
   gemm::GemmProblem gp;
   gp.m = m;
   gp.n = n;
@@ -206,12 +207,12 @@ GemmStats run_block(const ConvProblem& pr, std::int64_t m, std::int64_t n, std::
   gp.mode = pr.mode;
   gp.alpha = pr.alpha;
   gp.beta = pr.beta;
-  return gemm::gemm_cpu(gp);
+  return backend::cpu::gemm_detail::gemm_cpu_with_isa(gp, isa);
 }
 
 // TF: filter elements (int16 or float); TI: input elements (int16, uint8 or float).
 template <typename TF, typename TI>
-GemmStats fprop_typed(const ConvProblem& pr) {
+GemmStats fprop_typed(const ConvProblem& pr, GemmIsa isa) {
   const Geometry& g = pr.g;
   const std::int64_t rows = g.C * g.taps(), positions = g.out_positions(), N = g.N;
   // Fᵀ as K × (C·T·R·S), rows matching lower_input's.
@@ -229,9 +230,9 @@ GemmStats fprop_typed(const ConvProblem& pr) {
                                  lower_input<TI>(g, pr.x, b, e, p0, p1, lowered.get() + b * cols,
                                                  cols);
                                });
-    const GemmStats s = run_block(pr, g.K, cols, rows, {filter.get(), kind_of<TF>(), rows, 1, 0},
-                                  {lowered.get(), kind_of<TI>(), cols, 1, 0},
-                                  advance(pr.out, p0 * N * pr.out.col_stride));
+    const GemmStats s = run_block(
+        pr, isa, g.K, cols, rows, {filter.get(), kind_of<TF>(), rows, 1, 0},
+        {lowered.get(), kind_of<TI>(), cols, 1, 0}, advance(pr.out, p0 * N * pr.out.col_stride));
     portable::gemm_stats_merge(total, s);
   }
   return total;
@@ -288,7 +289,7 @@ ClassScratch class_scratch(const Geometry& g, std::int64_t reaching, std::int64_
 }
 
 template <typename T>
-GemmStats bprop_typed(const ConvProblem& pr) {
+GemmStats bprop_typed(const ConvProblem& pr, GemmIsa isa) {
   const Geometry& g = pr.g;
   const std::int64_t all_rows = g.K * g.taps() * g.upscale_phases(), N = g.N;
   const std::int64_t es = pr.out.kind == ElementKind::f32 ? 4 : 2;
@@ -339,7 +340,7 @@ GemmStats bprop_typed(const ConvProblem& pr) {
       const gemm::OutputRef out = cs.staged ? gemm::OutputRef{block.get(), pr.out.kind, cols, 1, 0}
                                             : advance(pr.out, j0 * N * pr.out.col_stride);
       const GemmStats s =
-          run_block(pr, g.C, cols, k, {a, kind_of<T>(), cs.own_filter ? k : all_rows, 1, 0},
+          run_block(pr, isa, g.C, cols, k, {a, kind_of<T>(), cs.own_filter ? k : all_rows, 1, 0},
                     {lowered.get(), kind_of<T>(), cols, 1, 0}, out);
       portable::gemm_stats_merge(total, s);
       if (cs.staged && pr.mode == gemm::EpilogueMode::store)
@@ -351,21 +352,21 @@ GemmStats bprop_typed(const ConvProblem& pr) {
 
 }  // namespace
 
-GemmStats fprop_cpu(const ConvProblem& pr) {
+GemmStats fprop_cpu(const ConvProblem& pr, GemmIsa isa) {
   switch (pr.x.kind) {
     case ElementKind::f32:
-      return fprop_typed<float, float>(pr);
+      return fprop_typed<float, float>(pr, isa);
     case ElementKind::flex16:
-      return fprop_typed<std::int16_t, std::int16_t>(pr);
+      return fprop_typed<std::int16_t, std::int16_t>(pr, isa);
     case ElementKind::u8:
       break;
   }
-  return fprop_typed<std::int16_t, std::uint8_t>(pr);
+  return fprop_typed<std::int16_t, std::uint8_t>(pr, isa);
 }
 
-GemmStats bprop_cpu(const ConvProblem& pr) {
-  if (pr.x.kind == ElementKind::f32) return bprop_typed<float>(pr);
-  return bprop_typed<std::int16_t>(pr);
+GemmStats bprop_cpu(const ConvProblem& pr, GemmIsa isa) {
+  if (pr.x.kind == ElementKind::f32) return bprop_typed<float>(pr, isa);
+  return bprop_typed<std::int16_t>(pr, isa);
 }
 
 std::size_t fprop_workspace_bytes(const Geometry& g, std::size_t element_bytes) {
@@ -388,6 +389,59 @@ std::size_t bprop_workspace_bytes(const Geometry& g, std::size_t element_bytes) 
     largest = std::max(largest, static_cast<std::size_t>(elements) * element_bytes);
   }
   return static_cast<std::size_t>(g.C * all_rows) * element_bytes + largest;
+}
+
+namespace {
+
+// The problem class of a CPU convolution: every layout runs alike (the lowering reads any
+// strides), so the geometry and the element kinds decide the plan.
+struct ConvCpuKey {
+  ConvDirection direction;
+  ElementKind x, y, out;
+  Geometry g;
+  GemmIsa cap;
+  auto operator<=>(const ConvCpuKey&) const = default;
+  std::string describe() const {
+    return g.describe() + ", " + gemm::element_kind_name(x) + " with " +
+           gemm::element_kind_name(y) + " into " + gemm::element_kind_name(out);
+  }
+};
+
+ConvCpuPlan make_conv_cpu_plan(const ConvCpuKey& key) {
+  ConvCpuPlan plan;
+  plan.isa = backend::cpu::gemm_detail::choose_isa(key.cap, plan);
+  plan.kernel_name = backend::cpu::gemm_detail::isa_kernel_name(plan.isa);
+  const std::size_t element = key.x == ElementKind::f32 ? 4 : (key.x == ElementKind::u8 ? 1 : 2);
+  plan.workspace_bytes =
+      key.direction == ConvDirection::fprop   ? fprop_workspace_bytes(key.g, element)
+      : key.direction == ConvDirection::bprop ? bprop_workspace_bytes(key.g, element)
+                                              : update_workspace_bytes(key.g, element);
+  plan.choices = key.direction == ConvDirection::update ? "direct accumulation" : "lowered blocks";
+  return plan;
+}
+
+}  // namespace
+
+const ConvCpuPlan& conv_cpu_plan(ConvDirection direction, const ConvProblem& p) {
+  static backend::PlanCache<ConvCpuKey, ConvCpuPlan> caches[3] = {
+      backend::PlanCache<ConvCpuKey, ConvCpuPlan>("conv fprop"),
+      backend::PlanCache<ConvCpuKey, ConvCpuPlan>("conv bprop"),
+      backend::PlanCache<ConvCpuKey, ConvCpuPlan>("conv update")};
+  const ConvCpuKey key{direction,  p.x.kind, p.y.kind,
+                       p.out.kind, p.g,      backend::cpu::gemm_detail::gemm_isa_cap()};
+  return caches[static_cast<int>(direction)].get(key, [&] { return make_conv_cpu_plan(key); });
+}
+
+GemmStats run_conv_cpu(const ConvCpuPlan& plan, ConvDirection direction, const ConvProblem& p) {
+  switch (direction) {
+    case ConvDirection::fprop:
+      return fprop_cpu(p, plan.isa);
+    case ConvDirection::bprop:
+      return bprop_cpu(p, plan.isa);
+    case ConvDirection::update:
+      break;
+  }
+  return update_cpu(p, plan.isa);
 }
 
 }  // namespace flexkit::conv

@@ -204,6 +204,17 @@ void update(const Array& input, const Array& grad_output, const Array& grad_filt
       ->update(input, grad_output, grad_filter, options);
 }
 
+std::string conv_kernel_name(ConvDirection direction, const Array& x, const Array& y,
+                             const Array& out, const ConvParams& params,
+                             const ConvOptions& options) {
+  conv::require_defined("conv kernel_name", {&x, &y, &out});
+  const Shape& input_shape = direction == ConvDirection::bprop ? out.shape() : x.shape();
+  const Shape& filter_shape = direction == ConvDirection::fprop   ? y.shape()
+                              : direction == ConvDirection::bprop ? x.shape()
+                                                                  : out.shape();
+  return conv_plan(input_shape, filter_shape, params)->kernel_name(direction, x, y, out, options);
+}
+
 namespace {
 
 Array move_axis(const Array& x, bool leading_to_end, const char* operation) {

@@ -279,8 +279,8 @@ GemmStats update_typed(const ConvProblem& pr, const UpdateKernel<TA, TI, Acc>& k
 
 }  // namespace
 
-GemmStats update_cpu(const ConvProblem& pr) {
-  const gd::KernelSet ks = gd::kernels_for(gd::gemm_isa());
+GemmStats update_cpu(const ConvProblem& pr, GemmIsa isa) {
+  const gd::KernelSet ks = gd::kernels_for(isa);
   if (pr.x.kind == ElementKind::f32) {
     const UpdateKernel<float, float, float> kr{ks.f32.mr, ks.f32.nr,     1,
                                                ks.f32.fn, ks.f32.pack_a, ks.f32.pack_b};

@@ -1,15 +1,18 @@
 // dot(): checks a matrix product's operands, normalises them into a GemmProblem (strides, not
-// copies) and runs it on the operands' device. The exact `iwl` policy runs the product twice:
-// once measuring the result's range, once storing at the exponent that range asks for.
+// copies) and runs it on the operands' device through that problem class's plan. The exact `iwl`
+// policy runs the product twice: once measuring the result's range, once storing at the exponent
+// that range asks for. dot_kernel_name() makes the same checks and problem, and names the plan.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/gemm_cpu.hpp"
 #include "backend/cuda/gemm_cuda_calls.hpp"
+#include "backend/heavy_op_plan.hpp"
 #include "core/text.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
@@ -36,8 +39,8 @@ struct Shapes {
   std::int64_t batch, m, n, k;
 };
 
-// Checks ranks, shapes, dtypes, devices and overlaps; returns the problem's sizes.
-Shapes check_operands(const Array& a, const Array& b, const Array& out) {
+// Checks ranks, shapes, dtypes, devices, overlaps and the options; returns the problem's sizes.
+Shapes check_call(const Array& a, const Array& b, const Array& out, const DotOptions& options) {
   if (!a.defined() || !b.defined() || !out.defined())
     throw ValueError("dot: an operand is an empty Array handle");
   auto rank_ok = [](const Array& x) { return x.rank() == 2 || x.rank() == 3; };
@@ -71,17 +74,16 @@ Shapes check_operands(const Array& a, const Array& b, const Array& out) {
   if (!float_product && !integer_product)
     throw DTypeError(detail::cat("dot: unsupported types ", dtype_name(ta), " × ", dtype_name(tb),
                                  " → ", dtype_name(to), "; supported: ", kCombinations));
-  if (!out.writable() || gemm::self_overlapping(out))
-    throw ValueError(detail::cat("dot: out ", out.describe(),
-                                 " is a read-only or broadcast view (several of its elements "
-                                 "share memory); pass an array that owns each element"));
+  gemm::check_output_owns_elements("dot", "out", out);
   if (gemm::overlaps(out, a) || gemm::overlaps(out, b))
     throw ValueError(detail::cat("dot: out overlaps an input (", operands_text(a, b, out),
                                  "); the product would read what it writes — pass a separate "
                                  "output array"));
+  gemm::check_options("dot", "out", out, options);
   return {batch, m, n, k};
 }
 
+// A matrix or a batch of them (any strides); the output takes the same form.
 gemm::MatrixRef matrix_ref(const Array& x) {
   gemm::MatrixRef r;
   r.data = x.data();
@@ -94,14 +96,8 @@ gemm::MatrixRef matrix_ref(const Array& x) {
 }
 
 gemm::OutputRef output_ref(const Array& x) {
-  gemm::OutputRef r;
-  r.data = x.data();
-  r.kind = kind_of(x.dtype());
-  int rank = x.rank();
-  r.row_stride = x.strides()[rank - 2];
-  r.col_stride = x.strides()[rank - 1];
-  r.batch_stride = rank == 3 ? x.strides()[0] : 0;
-  return r;
+  const gemm::MatrixRef r = matrix_ref(x);
+  return {x.data(), r.kind, r.row_stride, r.col_stride, r.batch_stride};
 }
 
 // C = A·B ⇔ Cᵀ = Bᵀ·Aᵀ: lets the kernels see every integer product with A flex16.
@@ -113,8 +109,29 @@ void transpose_problem(GemmProblem& p) {
   std::swap(p.c.row_stride, p.c.col_stride);
 }
 
+// The problem of a checked call with something to multiply (integer products see A flex16); its
+// epilogue is set per pass.
+GemmProblem problem_of(const Array& a, const Array& b, const Array& out, const DotOptions& options,
+                       const Shapes& s) {
+  GemmProblem p;
+  p.batch = s.batch;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.a = matrix_ref(a);
+  p.b = matrix_ref(b);
+  p.c = output_ref(out);
+  p.alpha = static_cast<float>(options.alpha);
+  p.beta = static_cast<float>(options.beta);
+  if (a.dtype() == DType::u8) transpose_problem(p);
+  return p;
+}
+
 gemm::ExactStats run_problem(const GemmProblem& p, Device device) {
-  if (device.is_cpu()) return gemm::known_stats(gemm::gemm_cpu(p));
+  if (device.is_cpu()) {
+    const backend::cpu::GemmCpuPlan& plan = backend::cpu::gemm_cpu_plan(p);
+    return gemm::known_stats(backend::cpu::run_gemm_cpu(plan, p));
+  }
   void* stream = cuda::current_stream(device.index);
   if (p.a.kind == ElementKind::f32) {
     gemm::gemm_f32_cuda(p, device.index, stream);
@@ -136,57 +153,43 @@ void run_f32_staged(const Array& a, const Array& b, const Array& out, const DotO
 }  // namespace
 
 void dot(const Array& a, const Array& b, const Array& out, const DotOptions& options) {
-  Shapes s = check_operands(a, b, out);
-  bool flex_out = out.dtype() == DType::flex16;
-  if (!flex_out && (options.iwl || options.iwl_policy != IwlPolicy::fixed))
-    throw DTypeError(detail::cat("dot: an iwl or iwl policy was given but out ", out.describe(),
-                                 " is not flex16"));
-  if (options.iwl) check_iwl(*options.iwl, "dot");
-  if (!std::isfinite(options.alpha) || !std::isfinite(options.beta))
-    throw ValueError(detail::cat("dot: alpha and beta must be finite; got alpha ", options.alpha,
-                                 ", beta ", options.beta));
+  const Shapes s = check_call(a, b, out, options);
   if (s.batch == 0 || s.m == 0 || s.n == 0) return;
-  if (s.k == 0) {        // an empty sum: out = beta · out
-    Array target = out;  // a handle: writes go through to the caller's elements
-    if (options.iwl) target.set_iwl(*options.iwl);
-    if (options.beta == 0.0)
-      target.fill(0.0);
-    else
-      assign(out, Expr(out) * options.beta);
+  if (s.k == 0) {  // an empty sum: out = beta · out
+    gemm::scale_output(out, options);
     return;
   }
-
-  GemmProblem p;
-  p.batch = s.batch;
-  p.m = s.m;
-  p.n = s.n;
-  p.k = s.k;
-  p.a = matrix_ref(a);
-  p.b = matrix_ref(b);
-  p.c = output_ref(out);
-  p.alpha = static_cast<float>(options.alpha);
-  p.beta = static_cast<float>(options.beta);
+  GemmProblem p = problem_of(a, b, out, options, s);
   if (a.dtype() == DType::f32) {
     if (out.device().is_cuda() && !gemm::cublas_accepts(p)) {
+      gemm::gemm_cuda_plan(p, out.device().index);  // the staged class's plan (and log line)
       run_f32_staged(a, b, out, options);
       return;
     }
     run_problem(p, out.device());
     return;
   }
-  if (a.dtype() == DType::u8) transpose_problem(p);
+  const bool flex_out = out.dtype() == DType::flex16;
+  const gemm::StoredResult result = gemm::run_exact_passes(
+      p, gemm::exact_output(a, b, out, options.alpha, options.beta),
+      gemm::fixed_out_iwl(out, options), flex_out && options.iwl_policy == IwlPolicy::exact,
+      [&](const GemmProblem& pass) { return run_problem(pass, out.device()); });
+  if (flex_out) gemm::record_flex16_result(out, result.out_iwl, result.stats);
+}
 
-  const gemm::ExactOutput exact = gemm::exact_output(a, b, out, options.alpha, options.beta);
-  int out_iwl = flex_out ? (options.iwl ? *options.iwl : out.iwl()) : 0;
-  if (flex_out && options.iwl_policy == IwlPolicy::exact) {
-    p.epilogue = gemm::make_epilogue(exact, out_iwl);
-    p.mode = gemm::EpilogueMode::measure;
-    out_iwl = gemm::exact_iwl(run_problem(p, out.device()).value, exact);
+std::string dot_kernel_name(const Array& a, const Array& b, const Array& out,
+                            const DotOptions& options) {
+  const Shapes s = check_call(a, b, out, options);
+  if (s.batch == 0 || s.m == 0 || s.n == 0 || s.k == 0) return "none";
+  GemmProblem p = problem_of(a, b, out, options, s);
+  if (a.dtype() != DType::f32) {
+    // The storing pass at the fixed policy's exponent (the measuring pass plans alike).
+    p.epilogue = gemm::make_epilogue(gemm::exact_output(a, b, out, options.alpha, options.beta),
+                                     gemm::fixed_out_iwl(out, options));
+    p.mode = gemm::EpilogueMode::store;
   }
-  p.epilogue = gemm::make_epilogue(exact, out_iwl);
-  p.mode = gemm::EpilogueMode::store;
-  const gemm::ExactStats stats = run_problem(p, out.device());
-  if (flex_out) gemm::record_flex16_result(out, out_iwl, stats);
+  if (out.device().is_cpu()) return backend::cpu::gemm_cpu_plan(p).kernel_name;
+  return gemm::gemm_cuda_plan(p, out.device().index).kernel_name;
 }
 
 Array dot(const Array& a, const Array& b, std::optional<DType> out_dtype) {

@@ -2,11 +2,15 @@
 #include "gemm/exact_output.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 #include <vector>
 
 #include "core/storage.hpp"
+#include "core/text.hpp"
+#include "flexkit/error.hpp"
+#include "flexkit/expr.hpp"
 #include "flexkit/flex16.hpp"
 
 namespace flexkit::gemm {
@@ -95,6 +99,39 @@ void record_flex16_result(const Array& out, int out_iwl, const ExactStats& stats
   storage.iwl = out_iwl;
   storage.set_stats({stats.value.max_abs_m, stats.value.saturated, 0});
   if (stats.pending) storage.set_pending_stats(stats.pending);
+}
+
+void check_options(const char* operation, const char* out_name, const Array& out,
+                   const HeavyOpOptions& o) {
+  if (out.dtype() != DType::flex16 && (o.iwl || o.iwl_policy != IwlPolicy::fixed))
+    throw DTypeError(detail::cat(operation, ": an iwl or iwl policy was given but ", out_name, " ",
+                                 out.describe(), " is not flex16"));
+  if (o.iwl) check_iwl(*o.iwl, operation);
+  if (!std::isfinite(o.alpha) || !std::isfinite(o.beta))
+    throw ValueError(detail::cat(operation, ": alpha and beta must be finite; got alpha ", o.alpha,
+                                 ", beta ", o.beta));
+}
+
+void check_output_owns_elements(const char* operation, const char* out_name, const Array& out) {
+  if (!out.writable() || self_overlapping(out))
+    throw ValueError(detail::cat(operation, ": ", out_name, " ", out.describe(),
+                                 " is a read-only or broadcast view (several of its elements "
+                                 "share memory); pass an array that owns each element"));
+}
+
+void scale_output(const Array& out, const HeavyOpOptions& o) {
+  Array target = out;  // a handle: writes go through to the caller's elements
+  if (out.dtype() == DType::flex16 && o.iwl) target.set_iwl(*o.iwl);
+  if (o.beta == 0.0) {
+    target.fill(0.0);
+  } else {
+    assign(out, Expr(out) * o.beta);
+  }
+}
+
+int fixed_out_iwl(const Array& out, const HeavyOpOptions& o) {
+  if (out.dtype() != DType::flex16) return 0;
+  return o.iwl ? *o.iwl : out.iwl();
 }
 
 bool overlaps(const Array& out, const Array& in) {

@@ -1,8 +1,9 @@
-// The CPU GEMM driver: GotoBLAS-style blocking around the microkernels of
-// backend/cpu/gemm/ (k blocks of kKc, row blocks of kMc, column strips of up to kNcMax), packing
-// from any strides, and the portable epilogue. Work is split over threads by output strips only,
-// so every output element sees the same k blocking, and therefore the same integer sum (exact
-// anyway) and the same f32 rounding chain, whatever the thread count.
+// The CPU GEMM driver: its plans (the kernel set chosen in gemm_cpu_plan.cpp, the cut into work
+// units) and GotoBLAS-style blocking around the microkernels of backend/cpu/gemm/ (k blocks of
+// kKc, row blocks of kMc, column strips of up to kNcMax), packing from any strides, and the
+// portable epilogue. Work is split over threads by output strips only, so every output element
+// sees the same k blocking, and therefore the same integer sum (exact anyway) and the same f32
+// rounding chain, whatever the thread count.
 #include "backend/cpu/gemm_cpu.hpp"
 
 #include <algorithm>
@@ -18,9 +19,12 @@
 #include "backend/cpu/gemm/gemm_kernels.hpp"
 #include "backend/cpu/gemm/gemm_pack.hpp"
 #include "backend/cpu/thread_pool.hpp"
-#include "core/environment.hpp"
+#include "core/text.hpp"
 
-namespace flexkit::backend::cpu::gemm_detail {
+namespace flexkit::backend::cpu {
+
+using namespace gemm_detail;
+
 namespace {
 
 using gemm::ElementKind;
@@ -106,15 +110,9 @@ class Scratch {
   void* data_ = nullptr;
 };
 
-// How the output is cut into work units: batch × column strips × row parts.
-struct Plan {
-  std::int64_t nc = 0;  // strip width, a multiple of the kernel's NR
-  std::int64_t n_strips = 0;
-  std::int64_t m_parts = 0;
-  std::int64_t units() const { return n_strips * m_parts; }
-};
+using Plan = GemmBlocking;
 
-Plan make_plan(const GemmProblem& p, int mr, int nr, std::int64_t workers) {
+Plan make_blocking(const GemmProblem& p, int mr, int nr, std::int64_t workers) {
   Plan plan;
   plan.nc = std::min(kNcMax, round_up(p.n, nr));
   plan.n_strips = ceil_div(p.n, plan.nc);
@@ -416,59 +414,55 @@ void for_units(const GemmProblem& p, std::int64_t units, MakeState make_state, B
   });
 }
 
+// The scratch bytes one run takes: one worker's packing buffers (and partial sums with more
+// than one k block) for each worker for_units starts.
+std::size_t scratch_bytes(const GemmProblem& p, const KernelSet& kernels, const Plan& plan) {
+  const bool multi_k = p.k > kKc;
+  const bool f32 = p.a.kind == ElementKind::f32;
+  const std::int64_t element = f32 ? 4 : 2;
+  const std::int64_t planes =
+      f32 ? 1 : (p.b.kind == ElementKind::u8 ? kernels.u8.planes : kernels.flex16.planes);
+  const std::int64_t partial = multi_k ? (f32 ? 4 : 8) * kMsMax * plan.nc : 0;
+  const std::int64_t per_worker = element * kMc * kKc + element * plan.nc * kKc * planes + partial;
+  const double macs = static_cast<double>(p.batch) * static_cast<double>(p.m) *
+                      static_cast<double>(p.n) * static_cast<double>(p.k);
+  const std::int64_t units = p.batch * plan.units();
+  const std::int64_t workers =
+      macs < kSerialMacs ? 1
+                         : std::max<std::int64_t>(1, std::min<std::int64_t>(worker_count(), units));
+  return static_cast<std::size_t>(per_worker * workers);
+}
+
 }  // namespace
 
-GemmIsa gemm_hardware_isa() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const GemmIsa isa = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512vnni"))
-      return GemmIsa::avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return GemmIsa::avx2;
-    return GemmIsa::scalar;
-  }();
-  return isa;
-#else
-  return GemmIsa::scalar;
-#endif
-}
-
-GemmIsa gemm_isa() {
-  static const GemmIsa isa = [] {
-    const GemmIsa best = gemm_hardware_isa();
-    // FLEXKIT_GEMM_ISA caps the instruction set (never above what the hardware has).
-    const GemmIsa cap = detail::env_choice(
-        "FLEXKIT_GEMM_ISA", best,
-        {{"scalar", GemmIsa::scalar}, {"avx2", GemmIsa::avx2}, {"avx512", GemmIsa::avx512}});
-    return std::min(best, cap);
-  }();
-  return isa;
-}
-
-KernelSet kernels_for(GemmIsa isa) {
-  switch (std::min(isa, gemm_hardware_isa())) {
-    case GemmIsa::avx512:
-      return avx512_kernels();
-    case GemmIsa::avx2:
-      return avx2_kernels();
-    case GemmIsa::scalar:
-      break;
+GemmCpuPlan make_gemm_cpu_plan(const GemmProblem& p, GemmIsa cap) {
+  GemmCpuPlan plan;
+  plan.isa = choose_isa(cap, plan);
+  plan.kernel_name = isa_kernel_name(plan.isa);
+  const KernelSet kernels = kernels_for(plan.isa);
+  int mr = kernels.f32.mr, nr = kernels.f32.nr;
+  if (p.a.kind != ElementKind::f32) {
+    const IntKernel& kr = p.b.kind == ElementKind::u8 ? kernels.u8 : kernels.flex16;
+    mr = kr.mr;
+    nr = kr.nr;
   }
-  return scalar_kernels();
+  if (p.batch <= 0 || p.m <= 0 || p.n <= 0 || p.k <= 0) return plan;
+  plan.blocking = make_blocking(p, mr, nr, worker_count());
+  plan.workspace_bytes = scratch_bytes(p, kernels, plan.blocking);
+  plan.choices = detail::cat("tile ", mr, "x", nr, " strips ", plan.blocking.n_strips, "x",
+                             plan.blocking.nc, " row parts ", plan.blocking.m_parts);
+  return plan;
 }
 
-portable::GemmStats gemm_cpu_with_isa(const GemmProblem& p, GemmIsa isa) {
+portable::GemmStats run_gemm_cpu(const GemmCpuPlan& cpu_plan, const GemmProblem& p) {
   portable::GemmStats total = portable::gemm_stats_identity();
   if (p.batch <= 0 || p.m <= 0 || p.n <= 0 || p.k <= 0) return total;
-  const KernelSet kernels = kernels_for(isa);
-  const std::int64_t workers = worker_count();
+  const KernelSet kernels = kernels_for(cpu_plan.isa);
   const bool multi_k = p.k > kKc;
+  const Plan& plan = cpu_plan.blocking;
 
   if (p.a.kind == ElementKind::f32) {
     const F32Kernel& kr = kernels.f32;
-    const Plan plan = make_plan(p, kr.mr, kr.nr, workers);
     for_units<F32Scratch>(
         p, p.batch * plan.units(), [&] { return F32Scratch(plan, multi_k); },
         [&](F32Scratch& scratch, std::int64_t u) {
@@ -479,7 +473,6 @@ portable::GemmStats gemm_cpu_with_isa(const GemmProblem& p, GemmIsa isa) {
 
   const bool b_u8 = p.b.kind == ElementKind::u8;
   const IntKernel& kr = b_u8 ? kernels.u8 : kernels.flex16;
-  const Plan plan = make_plan(p, kr.mr, kr.nr, workers);
   const std::int64_t units = p.batch * plan.units();
   std::vector<portable::GemmStats> unit_stats(units, portable::gemm_stats_identity());
   for_units<IntScratch>(
@@ -496,13 +489,20 @@ portable::GemmStats gemm_cpu_with_isa(const GemmProblem& p, GemmIsa isa) {
   return total;
 }
 
-}  // namespace flexkit::backend::cpu::gemm_detail
+namespace gemm_detail {
+
+portable::GemmStats gemm_cpu_with_isa(const GemmProblem& p, GemmIsa isa) {
+  return run_gemm_cpu(make_gemm_cpu_plan(p, isa), p);
+}
+
+}  // namespace gemm_detail
+}  // namespace flexkit::backend::cpu
 
 namespace flexkit::gemm {
 
 portable::GemmStats gemm_cpu(const GemmProblem& problem) {
-  using namespace flexkit::backend::cpu::gemm_detail;
-  return gemm_cpu_with_isa(problem, gemm_isa());
+  using namespace flexkit::backend::cpu;
+  return run_gemm_cpu(make_gemm_cpu_plan(problem, gemm_detail::gemm_isa_cap()), problem);
 }
 
 }  // namespace flexkit::gemm

@@ -6,6 +6,8 @@
 // stride we compute Cᵀ = Bᵀ·Aᵀ instead of C = A·B.
 #include <cublas_v2.h>
 
+#include <compare>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -62,7 +64,38 @@ bool as_cublas(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64
   return false;
 }
 
+// The problem class of an f32 product: cuBLAS takes every shape; only whether it takes the
+// layout as it is (or dot() stages it) tells two classes apart.
+struct F32Key {
+  int device;
+  std::int64_t batch, m, n, k;
+  bool staged;
+  auto operator<=>(const F32Key&) const = default;
+  std::string describe() const {
+    return detail::cat("batch ", batch, " m ", m, " n ", n, " k ", k, ", f32, device ", device);
+  }
+};
+
+backend::HeavyOpPlan make_f32_plan(const F32Key& key) {
+  backend::HeavyOpPlan plan;
+  plan.kernel_name = "cuda.cublas_f32";
+  plan.choices =
+      key.staged ? "sgemm strided batched, through contiguous copies" : "sgemm strided batched";
+  return plan;
+}
+
+const backend::HeavyOpPlan& f32_plan(const GemmProblem& p, int device, bool staged) {
+  static backend::PlanCache<F32Key, backend::HeavyOpPlan> cache("dot");
+  const F32Key key{device, p.batch, p.m, p.n, p.k, staged};
+  return cache.get(key, [&] { return make_f32_plan(key); });
+}
+
 }  // namespace
+
+const backend::HeavyOpPlan& gemm_cuda_plan(const GemmProblem& p, int device) {
+  if (p.a.kind == ElementKind::f32) return f32_plan(p, device, !cublas_accepts(p));
+  return gemm_integer_cuda_plan(p, device);
+}
 
 bool cublas_accepts(const GemmProblem& p) {
   CublasOperand x{CUBLAS_OP_N, 0};
@@ -74,6 +107,7 @@ bool cublas_accepts(const GemmProblem& p) {
 }
 
 void gemm_f32_cuda(const GemmProblem& p, int device, void* stream) {
+  f32_plan(p, device, false);  // made (and logged) once per class; cuBLAS plans the rest itself
   backend::cuda::DeviceGuard guard(device);
   cublasHandle_t h = handle_for(device);
   check_cublas(cublasSetStream(h, static_cast<cudaStream_t>(stream)), "cublasSetStream");

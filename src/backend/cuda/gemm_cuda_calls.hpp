@@ -3,8 +3,14 @@
 #pragma once
 #include "backend/exact_stats.hpp"
 #include "backend/gemm_problem.hpp"
+#include "backend/heavy_op_plan.hpp"
 
 namespace flexkit::gemm {
+
+// The plan dot() runs `problem` with on `device`: cuBLAS for f32 ("cuda.cublas_f32", through
+// contiguous copies where cublas_accepts is false), the tensor-core kernels' plan for integer
+// products. Cached per problem class, made (and logged under FLEXKIT_LOG=1) on first use.
+const backend::HeavyOpPlan& gemm_cuda_plan(const GemmProblem& problem, int device);
 
 // Whether cuBLAS takes the f32 problem's layouts as they are (one unit stride per matrix, leading
 // strides cuBLAS accepts, non-negative batch strides); dot() stages the others through copies.

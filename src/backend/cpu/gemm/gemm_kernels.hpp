@@ -25,6 +25,7 @@
 
 #include "backend/cpu/gemm/gemm_pack.hpp"
 #include "backend/gemm_problem.hpp"
+#include "backend/heavy_op_plan.hpp"
 
 namespace flexkit::backend::cpu::gemm_detail {
 
@@ -114,7 +115,17 @@ KernelSet scalar_kernels();
 KernelSet avx2_kernels();    // AVX2 + FMA
 KernelSet avx512_kernels();  // AVX-512 F/BW/DQ/VL + VNNI
 
-// The best instruction set this CPU runs, capped by FLEXKIT_GEMM_ISA=scalar|avx2|avx512 when set.
+// The kernel sets are the CPU's plan candidates, fastest first (gemm_cpu_plan.cpp): each one's
+// name ("cpu.avx512_vnni", "cpu.avx2", "cpu.scalar"), and whether it runs here when `cap` is the
+// fastest set allowed (FLEXKIT_GEMM_ISA, or a test's chosen set).
+const char* isa_kernel_name(GemmIsa isa);
+backend::CanImplement can_implement_isa(GemmIsa isa, GemmIsa cap);
+// The first candidate that applies under `cap`; the faster ones passed over go into `plan`.
+GemmIsa choose_isa(GemmIsa cap, backend::HeavyOpPlan& plan);
+
+// FLEXKIT_GEMM_ISA=scalar|avx2|avx512 (read once), the fastest set allowed; unset, avx512.
+GemmIsa gemm_isa_cap();
+// The set the planner picks under that cap: the best this CPU runs, capped.
 GemmIsa gemm_isa();
 // What the hardware alone supports.
 GemmIsa gemm_hardware_isa();

@@ -388,12 +388,10 @@ template <typename TI, typename TE, typename Acc>
 void launch_update(Args a, cudaStream_t s, int device) {
   const Geometry& g = a.g;
   const std::int64_t elements = g.C * g.flt[0] * g.flt[1] * g.flt[2] * g.K;
-  const std::int64_t terms = g.out[0] * g.out[1] * g.out[2] * g.N;
-  const std::int64_t most_slices = std::max<std::int64_t>(1, kMaxPartials / elements);
-  a.slice_terms = std::max(kSliceTerms, ceil_div(terms, most_slices));
-  a.slices = ceil_div(terms, a.slice_terms);
-  backend::cuda::Scratch partials(device,
-                                  static_cast<std::size_t>(elements * a.slices) * sizeof(Acc));
+  const DirectUpdateSlices slices = direct_update_slices(g, sizeof(Acc));
+  a.slice_terms = slices.slice_terms;
+  a.slices = slices.slices;
+  backend::cuda::Scratch partials(device, slices.partials_bytes);
   a.partials = partials.get();
   update_partials_kernel<TI, TE, Acc><<<grid_for(elements * a.slices, device), kThreads, 0, s>>>(a);
   FLEXKIT_CUDA_CHECK_LAUNCH("conv update_partials_kernel");
@@ -403,13 +401,40 @@ void launch_update(Args a, cudaStream_t s, int device) {
 
 using StatsRecord = backend::cuda::DeviceStatsRecord;
 
+// The plan of `p` in `direction`; true when it runs on the tensor cores (then queued).
+bool ran_implicit(ImplicitDirection direction, const ConvProblem& p, int device, cudaStream_t s,
+                  StatsRecord* record) {
+  const ConvCudaPlan& plan = conv_cuda_plan(direction, p, device);
+  if (plan.kernel == ConvCudaKernel::direct) return false;
+  run_implicit_gemm(plan, direction, p, device, s, *record);
+  return true;
+}
+
 }  // namespace
+
+DirectUpdateSlices direct_update_slices(const Geometry& g, std::size_t accumulator_bytes) {
+  const std::int64_t elements = g.C * g.flt[0] * g.flt[1] * g.flt[2] * g.K;
+  const std::int64_t terms = g.out[0] * g.out[1] * g.out[2] * g.N;
+  const std::int64_t most_slices = std::max<std::int64_t>(1, kMaxPartials / elements);
+  DirectUpdateSlices d;
+  d.slice_terms = std::max(kSliceTerms, ceil_div(terms, most_slices));
+  d.slices = ceil_div(terms, d.slice_terms);
+  d.partials_bytes = static_cast<std::size_t>(elements * d.slices) * accumulator_bytes;
+  return d;
+}
+
+const backend::HeavyOpPlan& cuda_plan(ConvDirection direction, const ConvProblem& p, int device) {
+  if (direction == ConvDirection::bprop && p.x.kind == ElementKind::u8)
+    internal("bprop", "a u8 filter");
+  const ImplicitDirection d = direction == ConvDirection::fprop   ? ImplicitDirection::fprop
+                              : direction == ConvDirection::bprop ? ImplicitDirection::bprop
+                                                                  : ImplicitDirection::update;
+  return conv_cuda_plan(d, p, device);
+}
 
 gemm::ExactStats fprop_cuda(const ConvProblem& p, int device, void* stream) {
   return run(p, "fprop", device, stream, [&](const Args& a, cudaStream_t s, StatsRecord* record) {
-    if (p.x.kind != ElementKind::f32 &&
-        implicit_gemm_cuda(ImplicitDirection::fprop, p, device, s, *record))
-      return;
+    if (ran_implicit(ImplicitDirection::fprop, p, device, s, record)) return;
     switch (p.x.kind) {
       case ElementKind::f32:
         return launch_fprop<float, float, float>(a, s, device);
@@ -424,17 +449,15 @@ gemm::ExactStats fprop_cuda(const ConvProblem& p, int device, void* stream) {
 gemm::ExactStats bprop_cuda(const ConvProblem& p, int device, void* stream) {
   if (p.x.kind == ElementKind::u8) internal("bprop", "a u8 filter");
   return run(p, "bprop", device, stream, [&](const Args& a, cudaStream_t s, StatsRecord* record) {
+    if (ran_implicit(ImplicitDirection::bprop, p, device, s, record)) return;
     if (p.x.kind == ElementKind::f32) return launch_bprop<float, float>(a, s, device);
-    if (implicit_gemm_cuda(ImplicitDirection::bprop, p, device, s, *record)) return;
     return launch_bprop<std::int16_t, std::int64_t>(a, s, device);
   });
 }
 
 gemm::ExactStats update_cuda(const ConvProblem& p, int device, void* stream) {
   return run(p, "update", device, stream, [&](const Args& a, cudaStream_t s, StatsRecord* record) {
-    if (p.x.kind != ElementKind::f32 &&
-        implicit_gemm_cuda(ImplicitDirection::update, p, device, s, *record))
-      return;
+    if (ran_implicit(ImplicitDirection::update, p, device, s, record)) return;
     switch (p.x.kind) {
       case ElementKind::f32:
         return launch_update<float, float, float>(a, s, device);

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/gemm/gemm_kernel_args.cuh"
+#include "backend/heavy_op_plan.hpp"
 
 namespace flexkit::backend::cuda::gemm_kernels {
 
@@ -37,11 +38,15 @@ int shallow_max_stages();
 bool prepare_shallow_specialized(ImplicitKernel kernel);
 bool launch_shallow_specialized(ImplicitKernel kernel, dim3 grid, const IntegerGemmArgs& args,
                                 bool b_plain, cudaStream_t stream);
-// The transposed form (gemm_shallow_transposed.cuh) for at most 64 output rows where the
-// gathered operand is a plain matrix: the activations in the wgmmas' registers, no split through
-// shared memory. Launches on up to `sms` CTAs and returns true, or returns false where it does
-// not take the problem (more rows, K past four stages, operands its tensor maps cannot describe).
+// The transposed form (gemm_shallow_transposed.cuh) for at most 64 output rows (or 256 over one
+// stage) where the gathered operand is a plain matrix: the activations in the wgmmas' registers,
+// no split through shared memory. can_implement says whether it takes `args` (not: more rows, K
+// past four stages, operands its tensor maps cannot describe); what it decides depends on the
+// pointers only through their 16-byte alignment. The launch, on up to `sms` CTAs, returns false
+// (and queues nothing) where can_implement would say no.
 bool prepare_shallow_transposed(ImplicitKernel kernel);
+backend::CanImplement can_implement_shallow_transposed(ImplicitKernel kernel,
+                                                       const IntegerGemmArgs& args);
 bool launch_shallow_transposed(ImplicitKernel kernel, const IntegerGemmArgs& args, int sms,
                                cudaStream_t stream);
 

@@ -54,15 +54,25 @@ bool encode_c_map(const IntegerGemmArgs& args, CUtensorMap& map) {
                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <bool kAKContig>
-bool launch_direction(const IntegerGemmArgs& args, int sms, cudaStream_t stream) {
+// The problem's extents, then its two tensor maps (which the launch encodes again for its own
+// pointers: the driver's answer depends on their alignment only).
+backend::CanImplement fits(const IntegerGemmArgs& args, CUtensorMap& b_map, CUtensorMap& c_map) {
   using namespace wgmma_detail;
   const bool wide = args.m > 64;
   if (wide ? args.m > 256 || args.k > kWgmmaStageK
            : args.k > int64_t(kShallowMaxStages) * kWgmmaStageK)
-    return false;
+    return backend::cannot("more than 64 rows past one stage, or more than 256");
+  if (!encode_b_map(args, b_map)) return backend::cannot("activations its tensor map cannot take");
+  if (!encode_c_map(args, c_map)) return backend::cannot("an output its tensor map cannot take");
+  return backend::kCanImplement;
+}
+
+template <bool kAKContig>
+bool launch_direction(const IntegerGemmArgs& args, int sms, cudaStream_t stream) {
+  using namespace wgmma_detail;
+  const bool wide = args.m > 64;
   CUtensorMap b_map{}, c_map{};
-  if (!encode_b_map(args, b_map) || !encode_c_map(args, c_map)) return false;
+  if (!fits(args, b_map, c_map).ok()) return false;
   const int64_t tiles = (args.n + kTransposedTileN - 1) / kTransposedTileN;
   const int64_t ctas = std::max<int64_t>(
       1, std::min<int64_t>(sms, (tiles + kTransposedConsumers - 1) / kTransposedConsumers));
@@ -87,6 +97,13 @@ bool prepare_shallow_transposed(ImplicitKernel kernel) {
          prepare_sm90_kernel(gemm_shallow_transposed_kernel<true, false>,
                              transposed_smem_bytes()) &&
          prepare_sm90_kernel(gemm_shallow_transposed_kernel<true, true>, transposed_smem_bytes());
+}
+
+backend::CanImplement can_implement_shallow_transposed(ImplicitKernel kernel,
+                                                       const IntegerGemmArgs& args) {
+  if (kernel == ImplicitKernel::update) return backend::cannot("an update");
+  CUtensorMap b_map{}, c_map{};
+  return fits(args, b_map, c_map);
 }
 
 bool launch_shallow_transposed(ImplicitKernel kernel, const IntegerGemmArgs& args, int sms,

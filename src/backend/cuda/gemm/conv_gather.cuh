@@ -139,6 +139,20 @@ __device__ __forceinline__ const Element* gather_source(const Element* data, con
   return data + offset;
 }
 
+// The same with the copies' source size: 16 bytes, or 0 (zero fill) where the column lies past
+// the GEMM's (column_ok false) or the position in the padding.
+template <typename Element>
+__device__ __forceinline__ const Element* gathered_chunks(const Element* data, const ConvGather& g,
+                                                          const TapWalk& walk,
+                                                          const int32_t (&x0)[3],
+                                                          int64_t base_offset, bool column_ok,
+                                                          int& bytes) {
+  bool ok = column_ok;
+  const Element* const src = gather_source(data, g, walk, x0, base_offset, ok);
+  bytes = ok ? 16 : 0;
+  return src;
+}
+
 template <typename Element>
 struct GatherCopy {
   static constexpr bool kS16 = sizeof(Element) == 2;
@@ -186,9 +200,8 @@ struct GatherCopy {
   // is never dereferenced and needs no clamping.
   __device__ __forceinline__ void issue(uint32_t slot, const Element* data, const ConvGather& g,
                                         const TapWalk& walk, int k_valid) const {
-    bool ok = column_ok;
-    const Element* const src = gather_source(data, g, walk, x0, base_offset, ok);
-    const int bytes = ok ? 16 : 0;
+    int bytes;
+    const Element* const src = gathered_chunks(data, g, walk, x0, base_offset, column_ok, bytes);
     const int64_t step = int64_t(kRowStep) * g.channel_stride;
     if (k_valid == kWgmmaStageK) {
 #pragma unroll
@@ -303,9 +316,8 @@ struct ProducerGather {
   // chunk j ≥ 4 k-row k_first + 32 + 2 (j − 4).
   __device__ __forceinline__ void issue(uint32_t slot, const int16_t* data, const ConvGather& g,
                                         const TapWalk& walk, int k_valid) const {
-    bool ok = column_ok;
-    const int16_t* const src = gather_source(data, g, walk, x0, base_offset, ok);
-    const int bytes = ok ? 16 : 0;
+    int bytes;
+    const int16_t* const src = gathered_chunks(data, g, walk, x0, base_offset, column_ok, bytes);
     const int64_t step = int64_t(kRowContigS16KStep) * g.channel_stride;
     const int64_t half = 32 * g.channel_stride;
 #pragma unroll

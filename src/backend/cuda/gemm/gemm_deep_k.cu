@@ -111,110 +111,124 @@ __device__ __forceinline__ uint32_t low_bytes(uint2 v) {
   return __byte_perm(v.x, v.y, 0x6420);
 }
 
-__global__ void __launch_bounds__(kThreads, 1)
-    gemm_deep_k_kernel(const __grid_constant__ IntegerGemmArgs p, const __grid_constant__ Maps maps,
-                       const Schedule schedule) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  const uint32_t pad = (1024u - (raw_address & 1023u)) & 1023u;
-  unsigned char* const smem = smem_raw + pad;
-  const uint32_t ring = raw_address + pad;
-  const uint32_t planes = ring + kRawSlots * kRawStageBytes;
-  const uint32_t raw_full = planes + kPlaneSlots * 2 * kPlaneBytes;
-  const uint32_t raw_empty = raw_full + 8 * kRawSlots;
-  const uint32_t plane_full = raw_empty + 8 * kRawSlots;
-  const uint32_t plane_empty = plane_full + 8 * kPlaneSlots;
+// The CTA's shared memory from its 1024-byte boundary on: the raw ring, the plane ring, then the
+// barriers of both.
+struct DeepKRings {
+  unsigned char* smem;  // the raw ring's start, as a generic pointer
+  uint32_t ring, planes;
+  uint32_t raw_full, raw_empty, plane_full, plane_empty;
 
-  // The finishing pass may launch now: its blocks start as these CTAs (one per multiprocessor)
-  // leave, and wait for the whole grid before they read the workspace.
-  allow_dependent_launch();
-  const int pair = static_cast<int>(blockIdx.x) % schedule.pairs;
-  const int split = static_cast<int>(blockIdx.x) / schedule.pairs;
-  const int tile_a = pair % schedule.tiles_a, tile_b = pair / schedule.tiles_a;
-  // The CTA's stages: split, split + splits, … (interleaved, so that the CTAs of a tile read
-  // neighbouring 128-byte runs of each row at about the same time: DRAM pages open once).
-  const int count = (schedule.stages - split + schedule.splits - 1) / schedule.splits;
+  __device__ __forceinline__ void init(unsigned char* smem_raw) {
+    const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+    const uint32_t pad = (1024u - (raw_address & 1023u)) & 1023u;
+    smem = smem_raw + pad;
+    ring = raw_address + pad;
+    planes = ring + kRawSlots * kRawStageBytes;
+    raw_full = planes + kPlaneSlots * 2 * kPlaneBytes;
+    raw_empty = raw_full + 8 * kRawSlots;
+    plane_full = raw_empty + 8 * kRawSlots;
+    plane_empty = plane_full + 8 * kPlaneSlots;
+  }
+};
 
+// The CTA's tile pair and its stages: split, split + splits, … (interleaved, so that the CTAs of
+// a tile read neighbouring 128-byte runs of each row at about the same time: DRAM pages open
+// once).
+struct DeepKWork {
+  int split, tile_a, tile_b;
+  int count;  // the CTA's stages
+
+  __device__ __forceinline__ void init(const Schedule& schedule) {
+    const int pair = static_cast<int>(blockIdx.x) % schedule.pairs;
+    split = static_cast<int>(blockIdx.x) / schedule.pairs;
+    tile_a = pair % schedule.tiles_a;
+    tile_b = pair / schedule.tiles_a;
+    count = (schedule.stages - split + schedule.splits - 1) / schedule.splits;
+  }
+};
+
+__device__ __forceinline__ void init_ring_barriers(const DeepKRings& rings) {
   if (threadIdx.x == 0) {
     for (int i = 0; i < kRawSlots; ++i) {
-      tma::barrier_init(raw_full + 8 * i, 1);  // the loading thread, plus the boxes' bytes
-      tma::barrier_init(raw_empty + 8 * i, kConsumerWarps + 4);  // every warp that reads it
+      tma::barrier_init(rings.raw_full + 8 * i, 1);  // the loading thread, plus the boxes' bytes
+      tma::barrier_init(rings.raw_empty + 8 * i, kConsumerWarps + 4);  // every warp that reads it
     }
     for (int i = 0; i < kPlaneSlots; ++i) {
-      tma::barrier_init(plane_full + 8 * i, 128);              // every producer thread
-      tma::barrier_init(plane_empty + 8 * i, kConsumerWarps);  // a lane per consumer warp
+      tma::barrier_init(rings.plane_full + 8 * i, 128);              // every producer thread
+      tma::barrier_init(rings.plane_empty + 8 * i, kConsumerWarps);  // a lane per consumer warp
     }
     tma::barrier_init_fence();
   }
-  // Launched as a programmatic dependent (dependent_launch.cuh): nothing above touched global
-  // memory; the operands, the workspace and the output may be the grid before's.
-  wait_for_prerequisite_grid();
-  __syncthreads();
+}
 
-  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
-  const int lane = threadIdx.x & 31;
-  if (warpgroup == 0) {
-    // ---------------------------------------------------------------- the producer
-    const int t = threadIdx.x;
-    auto load = [&](int s) {  // stage s of the CTA's range into its raw slot
-      const int slot = s % kRawSlots;
-      const uint32_t full = raw_full + 8 * slot;
-      const uint32_t dst = ring + slot * kRawStageBytes;
-      const int32_t k0 = (split + s * schedule.splits) * kStageK;
-      tma::arrive_expect_bytes(full, kRawStageBytes);
-      tma::load_2d(dst, &maps.a_side, k0, tile_a * kTileA, full);
-      tma::load_2d(dst + kRawABytes, &maps.b_side, k0, tile_b * kTileB, full);
-    };
-    if (t == 0) {
-      tma::prefetch_map(&maps.a_side);
-      tma::prefetch_map(&maps.b_side);
-      for (int s = 0; s < count && s < kRawSlots; ++s) load(s);
-    }
-#pragma unroll 1
-    for (int s = 0; s < count; ++s) {
-      // Refill the slot of stage s − 2 (its readers are two stages ahead of this split).
-      if (t == 0 && s >= 2 && s - 2 + kRawSlots < count) {
-        const int old = s - 2;
-        tma::wait(raw_empty + 8 * (old % kRawSlots), uint32_t(old / kRawSlots) & 1u);
-        load(old + kRawSlots);
-      }
-      const int slot = s % kRawSlots;
-      const int plane = s % kPlaneSlots;
-      tma::wait(raw_full + 8 * slot, uint32_t(s / kRawSlots) & 1u);
-      if (s >= kPlaneSlots) tma::wait(plane_empty + 8 * plane, uint32_t(s / kPlaneSlots - 1) & 1u);
-      const unsigned char* raw_b = smem + slot * kRawStageBytes + kRawABytes;
-      unsigned char* const high = smem + (planes - ring) + plane * 2 * kPlaneBytes;
-      unsigned char* const low = high + kPlaneBytes;
-      // Chunk q = t + 128 i of the box: row q / 8, k 8 (q % 8) … + 7. A quarter-warp reads one
-      // whole 128-byte row and writes 64 bytes of each plane: no bank conflicts.
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int q = t + 128 * i;
-        const int row = q >> 3, chunk = q & 7;
-        const uint4 v = *reinterpret_cast<const uint4*>(raw_b + raw_offset(row, chunk));
-        const uint32_t at = wgmma::swizzle(uint32_t(row) * wgmma::kRowBytes + 8u * chunk);
-        *reinterpret_cast<uint2*>(high + at) =
-            make_uint2(high_bytes(make_uint2(v.x, v.y)), high_bytes(make_uint2(v.z, v.w)));
-        *reinterpret_cast<uint2*>(low + at) =
-            make_uint2(low_bytes(make_uint2(v.x, v.y)), low_bytes(make_uint2(v.z, v.w)));
-      }
-      wgmma::fence_proxy_async_shared();
-      tma::arrive(plane_full + 8 * plane);
-      __syncwarp();
-      if (lane == 0) tma::arrive(raw_empty + 8 * slot);
-    }
-    return;
+// The producer warpgroup: thread 0 loads the CTA's stages into the raw ring, and all 128 threads
+// split each stage's B box into its two byte planes.
+__device__ __forceinline__ void run_producer(const Maps& maps, const Schedule& schedule,
+                                             const DeepKRings& rings, const DeepKWork& work,
+                                             int lane) {
+  const int t = threadIdx.x;
+  auto load = [&](int s) {  // stage s of the CTA's range into its raw slot
+    const int slot = s % kRawSlots;
+    const uint32_t full = rings.raw_full + 8 * slot;
+    const uint32_t dst = rings.ring + slot * kRawStageBytes;
+    const int32_t k0 = (work.split + s * schedule.splits) * kStageK;
+    tma::arrive_expect_bytes(full, kRawStageBytes);
+    tma::load_2d(dst, &maps.a_side, k0, work.tile_a * kTileA, full);
+    tma::load_2d(dst + kRawABytes, &maps.b_side, k0, work.tile_b * kTileB, full);
+  };
+  const int count = work.count;
+  if (t == 0) {
+    tma::prefetch_map(&maps.a_side);
+    tma::prefetch_map(&maps.b_side);
+    for (int s = 0; s < count && s < kRawSlots; ++s) load(s);
   }
+#pragma unroll 1
+  for (int s = 0; s < count; ++s) {
+    // Refill the slot of stage s − 2 (its readers are two stages ahead of this split).
+    if (t == 0 && s >= 2 && s - 2 + kRawSlots < count) {
+      const int old = s - 2;
+      tma::wait(rings.raw_empty + 8 * (old % kRawSlots), uint32_t(old / kRawSlots) & 1u);
+      load(old + kRawSlots);
+    }
+    const int slot = s % kRawSlots;
+    const int plane = s % kPlaneSlots;
+    tma::wait(rings.raw_full + 8 * slot, uint32_t(s / kRawSlots) & 1u);
+    if (s >= kPlaneSlots)
+      tma::wait(rings.plane_empty + 8 * plane, uint32_t(s / kPlaneSlots - 1) & 1u);
+    const unsigned char* raw_b = rings.smem + slot * kRawStageBytes + kRawABytes;
+    unsigned char* const high = rings.smem + (rings.planes - rings.ring) + plane * 2 * kPlaneBytes;
+    unsigned char* const low = high + kPlaneBytes;
+    // Chunk q = t + 128 i of the box: row q / 8, k 8 (q % 8) … + 7. A quarter-warp reads one
+    // whole 128-byte row and writes 64 bytes of each plane: no bank conflicts.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int q = t + 128 * i;
+      const int row = q >> 3, chunk = q & 7;
+      const uint4 v = *reinterpret_cast<const uint4*>(raw_b + raw_offset(row, chunk));
+      const uint32_t at = wgmma::swizzle(uint32_t(row) * wgmma::kRowBytes + 8u * chunk);
+      *reinterpret_cast<uint2*>(high + at) =
+          make_uint2(high_bytes(make_uint2(v.x, v.y)), high_bytes(make_uint2(v.z, v.w)));
+      *reinterpret_cast<uint2*>(low + at) =
+          make_uint2(low_bytes(make_uint2(v.x, v.y)), low_bytes(make_uint2(v.z, v.w)));
+    }
+    wgmma::fence_proxy_async_shared();
+    tma::arrive(rings.plane_full + 8 * plane);
+    __syncwarp();
+    if (lane == 0) tma::arrive(rings.raw_empty + 8 * slot);
+  }
+}
 
-  // ------------------------------------------------------------------ the consumers
-  const int consumer = warpgroup - 1;
-  const int warp = (threadIdx.x >> 5) & 3;
-  const int g = lane >> 2, t4 = lane & 3;
-  // This thread's A-fragment rows: r and r + 8 of the box (r % 8 == g, so both share a swizzle
-  // key and lie 1024 bytes apart). Half h of k-step ks is 16-byte chunk 4 ks + 2 h + t4 / 2, its
-  // 8-byte half t4 % 2: k = 32 ks + 16 h + 4 t4 … + 3, the fragment's registers 2h and 2h + 1.
-  const int r = 64 * consumer + 16 * warp + g;
+// A consumer warpgroup's stages: the 64 rows r − r % 16 … of the A side read straight into wgmma
+// fragments and split there by byte permutes (the RS form), against the stage's B planes.
+__device__ __forceinline__ void run_consumer_stages(const DeepKRings& rings, int count, int r,
+                                                    int lane, uint32_t (&acc_hh)[32],
+                                                    uint32_t (&acc_mid)[32],
+                                                    uint32_t (&acc_ll)[32]) {
+  const int t4 = lane & 3;
+  // This thread's A-fragment rows: r and r + 8 of the box (r % 8 == lane / 4, so both share a
+  // swizzle key and lie 1024 bytes apart). Half h of k-step ks is 16-byte chunk 4 ks + 2 h + t4 /
+  // 2, its 8-byte half t4 % 2: k = 32 ks + 16 h + 4 t4 … + 3, the fragment's registers 2h and
+  // 2h + 1.
   uint32_t fragment_offset[2][2];
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks)
@@ -222,7 +236,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int h = 0; h < 2; ++h)
       fragment_offset[ks][h] = raw_offset(r, 4 * ks + 2 * h + (t4 >> 1)) + 8u * (t4 & 1);
 
-  uint32_t acc_hh[32], acc_mid[32], acc_ll[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc_hh[i] = acc_mid[i] = acc_ll[i] = 0;
 
@@ -235,8 +248,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto run_stage = [&](int s, Fragments& frag, Fragments& held) {
     const int slot = s % kRawSlots;
     const int plane = s % kPlaneSlots;
-    tma::wait(raw_full + 8 * slot, uint32_t(s / kRawSlots) & 1u);
-    const unsigned char* raw_a = smem + slot * kRawStageBytes;
+    tma::wait(rings.raw_full + 8 * slot, uint32_t(s / kRawSlots) & 1u);
+    const unsigned char* raw_a = rings.smem + slot * kRawStageBytes;
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
@@ -250,15 +263,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     // The fragments are in registers: the raw slot may be refilled.
     __syncwarp();
-    if (lane == 0) tma::arrive(raw_empty + 8 * slot);
+    if (lane == 0) tma::arrive(rings.raw_empty + 8 * slot);
       // Computed before wgmma.fence, so that the permutes are not sunk past it.
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         asm volatile("" : "+r"(frag[0][ks][i]), "+r"(frag[1][ks][i])::"memory");
-    const uint32_t plane_high = planes + plane * 2 * kPlaneBytes;
-    tma::wait(plane_full + 8 * plane, uint32_t(s / kPlaneSlots) & 1u);
+    const uint32_t plane_high = rings.planes + plane * 2 * kPlaneBytes;
+    tma::wait(rings.plane_full + 8 * plane, uint32_t(s / kPlaneSlots) & 1u);
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {
@@ -276,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
       for (int i = 0; i < 4; ++i) asm volatile("" ::"r"(held[0][ks][i]), "r"(held[1][ks][i]));
-    if (s > 0 && lane == 0) tma::arrive(plane_empty + 8 * ((s - 1) % kPlaneSlots));
+    if (s > 0 && lane == 0) tma::arrive(rings.plane_empty + 8 * ((s - 1) % kPlaneSlots));
   };
   Fragments even = {}, odd = {};
 #pragma unroll 1
@@ -288,13 +301,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   wgmma::pin_registers(acc_hh);
   wgmma::pin_registers(acc_mid);
   wgmma::pin_registers(acc_ll);
+}
 
-  // The CTA's 128 × 64 sums go through shared memory, so that each reduction a warp issues covers
-  // 32 consecutive words of the workspace (256 bytes, 8 sectors, two 128-byte lines). Straight
-  // from the accumulator layout one instruction spans 8 rows × 4 words: 16 sectors where the
-  // workspace runs along the B side, 8 sectors in four lines where it runs along the A side.
-  // Measured on the H200 (1x1 56x56 update, ms a call, same process, alternating): C256 K64
-  // 0.0457–0.0459 → 0.0414–0.0416, C64 K256 0.0419–0.0421 → 0.0416–0.0417.
+// The consumers' 128 × 64 sums, combined in int64, added into the workspace. They go through
+// shared memory, so that each reduction a warp issues covers 32 consecutive words of the
+// workspace (256 bytes, 8 sectors, two 128-byte lines). Straight from the accumulator layout one
+// instruction spans 8 rows × 4 words: 16 sectors where the workspace runs along the B side, 8
+// sectors in four lines where it runs along the A side. Measured on the H200 (1x1 56x56 update,
+// ms a call, same process, alternating): C256 K64 0.0457–0.0459 → 0.0414–0.0416, C64 K256
+// 0.0419–0.0421 → 0.0416–0.0417.
+__device__ __forceinline__ void add_sums_to_workspace(const IntegerGemmArgs& p,
+                                                      const Schedule& schedule, unsigned char* smem,
+                                                      const DeepKWork& work, int consumer_warp,
+                                                      int r, int lane, const uint32_t (&acc_hh)[32],
+                                                      const uint32_t (&acc_mid)[32],
+                                                      const uint32_t (&acc_ll)[32]) {
+  const int t4 = lane & 3;
   // Every consumer is past its last read of the raw ring, and no load is in flight.
   asm volatile("bar.sync 1, 256;\n" ::: "memory");
   uint64_t* const staged = reinterpret_cast<uint64_t*>(smem);
@@ -311,8 +333,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   asm volatile("bar.sync 1, 256;\n" ::: "memory");
   const bool along_b = (schedule.swapped != 0) == rows_are_unit_stride(p.c);
-  const int consumer_warp = consumer * 4 + warp;  // 0 … 7
-  const int a0 = tile_a * kTileA, b0 = tile_b * kTileB;
+  const int a0 = work.tile_a * kTileA, b0 = work.tile_b * kTileB;
   // Run j of this warp (32 of the block's 256): 32 words along the workspace's unit stride.
 #pragma unroll 4
   for (int j = 0; j < 32; ++j) {
@@ -326,6 +347,41 @@ __global__ void __launch_bounds__(kThreads, 1)
                                   : int64_t(b_row) * schedule.a_rows + a_row;
     atomicAdd(p.workspace + index, static_cast<unsigned long long>(sum));
   }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_deep_k_kernel(const __grid_constant__ IntegerGemmArgs p, const __grid_constant__ Maps maps,
+                       const Schedule schedule) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  DeepKRings rings;
+  rings.init(smem_raw);
+
+  // The finishing pass may launch now: its blocks start as these CTAs (one per multiprocessor)
+  // leave, and wait for the whole grid before they read the workspace.
+  allow_dependent_launch();
+  DeepKWork work;
+  work.init(schedule);
+  init_ring_barriers(rings);
+  // Launched as a programmatic dependent (dependent_launch.cuh): nothing above touched global
+  // memory; the operands, the workspace and the output may be the grid before's.
+  wait_for_prerequisite_grid();
+  __syncthreads();
+
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
+  const int lane = threadIdx.x & 31;
+  if (warpgroup == 0) {
+    run_producer(maps, schedule, rings, work, lane);
+    return;
+  }
+
+  const int consumer = warpgroup - 1;
+  const int warp = (threadIdx.x >> 5) & 3;
+  const int r = 64 * consumer + 16 * warp + (lane >> 2);  // the thread's first A-side row
+  uint32_t acc_hh[32], acc_mid[32], acc_ll[32];
+  run_consumer_stages(rings, work.count, r, lane, acc_hh, acc_mid, acc_ll);
+  add_sums_to_workspace(p, schedule, rings.smem, work, consumer * 4 + warp, r, lane, acc_hh,
+                        acc_mid, acc_ll);
 #endif
 }
 

@@ -333,6 +333,12 @@ void launch_finish_splits(const IntegerGemmArgs& args, int64_t outputs, int devi
 
 namespace flexkit::gemm {
 
+const backend::HeavyOpPlan& gemm_integer_cuda_plan(const GemmProblem& problem, int device) {
+  namespace gk = backend::cuda::gemm_kernels;
+  backend::cuda::DeviceGuard guard(device);  // the plan asks the current device
+  return gk::plan_for(gk::plan_key(problem, device));
+}
+
 void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
                        portable::GemmStats* device_stats) {
   namespace gk = backend::cuda::gemm_kernels;
@@ -349,22 +355,7 @@ void gemm_integer_cuda(const GemmProblem& problem, int device, void* stream,
   const int64_t m = problem.m, n = problem.n;
   const gk::OutputView c{problem.c.data, problem.c.row_stride, problem.c.col_stride,
                          problem.batch == 1 ? 0 : problem.c.batch_stride};
-  const gk::OperandLayout a_layout = gk::classify(a, m, problem.k, problem.batch, 2);
-  const gk::OperandLayout b_layout = gk::classify(b, n, problem.k, problem.batch, b_is_u8 ? 1 : 2);
-
-  gk::PlanKey key{};
-  key.device = device;
-  key.b_is_u8 = b_is_u8;
-  key.out_is_f32 = problem.epilogue.out_kind == portable::GemmOutKind::f32;
-  key.measure = problem.mode == EpilogueMode::measure;
-  key.forced = gk::gemm_settings().forced;
-  key.layout_fast = a_layout.fast && b_layout.fast;
-  key.a_k_contig = key.layout_fast && a_layout.k_contig;
-  key.b_k_contig = key.layout_fast && b_layout.k_contig;
-  key.batch = problem.batch;
-  key.m = m;
-  key.n = n;
-  key.k = problem.k;
+  const gk::PlanKey key = gk::plan_key(problem, device);
   const gk::Plan& plan = gk::plan_for(key);
 
   gk::IntegerGemmArgs args{};

@@ -1,17 +1,15 @@
-// The choice of a GEMM plan (gemm_plan.hpp): the kernel, tiles and K split of each shape class,
-// the plan cache and its counters, and the FLEXKIT_GEMM_LOG line of each new plan.
+// The choice of a GEMM plan (gemm_plan.hpp): each candidate's can_implement and plan (kernel,
+// tiles, K split), the first that applies per shape class, and the plan cache and its counters.
 #include "backend/cuda/gemm/gemm_plan.hpp"
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "backend/cuda/gemm/gemm_planar.hpp"
 #include "backend/cuda/launch_support.hpp"
 #include "core/environment.hpp"
+#include "core/text.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
 
@@ -22,14 +20,13 @@ struct GemmPlanCounts {
 };
 
 const GemmSettings& gemm_settings() {
-  static const GemmSettings settings{
-      detail::env_choice("FLEXKIT_GEMM_KERNEL", KernelChoice::automatic,
-                         {{"simple", KernelChoice::simple},
-                          {"planar", KernelChoice::planar},
-                          {"ss", KernelChoice::ss},
-                          {"wgmma", KernelChoice::automatic},
-                          {"auto", KernelChoice::automatic}}),
-      detail::env_flag("FLEXKIT_GEMM_LOG")};
+  static const GemmSettings settings{detail::env_choice("FLEXKIT_GEMM_KERNEL",
+                                                        KernelChoice::automatic,
+                                                        {{"simple", KernelChoice::simple},
+                                                         {"planar", KernelChoice::planar},
+                                                         {"ss", KernelChoice::ss},
+                                                         {"wgmma", KernelChoice::automatic},
+                                                         {"auto", KernelChoice::automatic}})};
   return settings;
 }
 
@@ -54,141 +51,203 @@ OperandView normalised(OperandView v, int64_t rows, int64_t k, int64_t batch) {
   return v;
 }
 
+std::string PlanKey::describe() const {
+  return detail::cat("device ", device, " batch ", batch, " m ", m, " n ", n, " k ", k, ", B ",
+                     b_is_u8 ? "u8" : "flex16", " out ", out_is_f32 ? "f32" : "flex16", ", ",
+                     measure ? "measure" : "store", ", layout ",
+                     !layout_fast ? "strided or unaligned"
+                                  : detail::cat("A ", a_k_contig ? "k" : "m", "-contiguous B ",
+                                                b_k_contig ? "k" : "n", "-contiguous"));
+}
+
+PlanKey plan_key(const gemm::GemmProblem& problem, int device) {
+  const bool b_is_u8 = problem.b.kind == gemm::ElementKind::u8;
+  // B is seen transposed (n × k) so that both operands are "rows × k" to the kernels.
+  const OperandView a{problem.a.data, problem.a.row_stride, problem.a.col_stride,
+                      problem.a.batch_stride};
+  const OperandView b{problem.b.data, problem.b.col_stride, problem.b.row_stride,
+                      problem.b.batch_stride};
+  const OperandLayout a_layout = classify(a, problem.m, problem.k, problem.batch, 2);
+  const OperandLayout b_layout = classify(b, problem.n, problem.k, problem.batch, b_is_u8 ? 1 : 2);
+  PlanKey key{};
+  key.device = device;
+  key.b_is_u8 = b_is_u8;
+  key.out_is_f32 = problem.epilogue.out_kind == portable::GemmOutKind::f32;
+  key.measure = problem.mode == gemm::EpilogueMode::measure;
+  key.forced = gemm_settings().forced;
+  key.layout_fast = a_layout.fast && b_layout.fast;
+  key.a_k_contig = key.layout_fast && a_layout.k_contig;
+  key.b_k_contig = key.layout_fast && b_layout.k_contig;
+  key.batch = problem.batch;
+  key.m = problem.m;
+  key.n = problem.n;
+  key.k = problem.k;
+  return key;
+}
+
 namespace {
 
-Plan make_plan(const PlanKey& key) {
+constexpr const char* kPlanar = "cuda.planar";
+constexpr const char* kSs = "cuda.ss";
+constexpr const char* kSimple = "cuda.simple";
+
+bool in_int32_range(const PlanKey& key) {
+  return key.m <= INT32_MAX && key.n <= INT32_MAX && key.k <= INT32_MAX && key.batch <= INT32_MAX;
+}
+
+// The wgmma kernels' tiles and K split for a tile width; the split-K workspace and finishing pass
+// where K is split.
+Plan wgmma_plan(const PlanKey& key, int tile_n, int sms) {
   Plan plan;
-  const int sms = multiprocessors(key.device);
-  // The planar kernel: any layout; its TMA coordinates are 32-bit. Splitting moves about
-  // 4·(m + n)·k bytes and saves time on 2·m·n·k products (≈ 280 → 360 TOP/s measured for
-  // flex16): it pays once m·n / (m + n) ≳ 1000, which measured as the break-even (2048³ equal,
-  // 1024³ and 256 × 4096 × 4096 slower, 4096³ and up faster). Operands without a unit stride
-  // have no other tensor-core kernel and always go planar.
-  const bool in_range =
-      key.m <= INT32_MAX && key.n <= INT32_MAX && key.k <= INT32_MAX && key.batch <= INT32_MAX;
-  const bool planar_pays =
-      in_range && (!key.layout_fast || key.m * key.n >= 1024 * (key.m + key.n));
-  const bool planar_wanted =
-      key.forced == KernelChoice::planar || (key.forced == KernelChoice::automatic && planar_pays);
-  if (planar_wanted && in_range && device_is_sm90(key.device)) {
-    const int tile_n = key.b_is_u8 ? kWgmmaWideTileN : kWgmmaTileN;
-    const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
-    const int64_t tiles_n = ceil_div(key.n, tile_n);
-    const WgmmaKSplit split = wgmma_k_split(key.k, tiles_m * tiles_n * key.batch, sms);
-    if (tiles_m * tiles_n <= INT32_MAX && split.splits <= 65535 &&
-        prepare_planar(key.b_is_u8, tile_n)) {
-      plan.kind = KernelKind::planar;
-      plan.variant = WgmmaVariant{key.b_is_u8, true, true, tile_n};
-      plan.tiles_m = tiles_m;
-      plan.tiles_n = tiles_n;
-      plan.splits = static_cast<int32_t>(split.splits);
-      plan.k_chunk = split.k_chunk;
-      plan.raw_stages = planar_ring_stages(key.b_is_u8, tile_n);
-      if (split.splits > 1) {
-        const int64_t outputs = key.batch * key.m * key.n;
-        plan.workspace_bytes = static_cast<std::size_t>(outputs) * sizeof(int64_t);
-        plan.finish_blocks = static_cast<unsigned>(
-            std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(sms) * 8));
-      }
-      return plan;
-    }
+  plan.tiles_m = ceil_div(key.m, kWgmmaTileM);
+  plan.tiles_n = ceil_div(key.n, tile_n);
+  const WgmmaKSplit split = wgmma_k_split(key.k, plan.tiles_m * plan.tiles_n * key.batch, sms);
+  plan.splits = static_cast<int32_t>(split.splits);  // wgmma_grid_fits bounds it
+  plan.k_chunk = split.k_chunk;
+  if (split.splits > 1) {
+    const int64_t outputs = key.batch * key.m * key.n;
+    plan.workspace_bytes = static_cast<std::size_t>(outputs) * sizeof(int64_t);
+    plan.finish_blocks = static_cast<unsigned>(
+        std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(sms) * 8));
   }
-  if (key.forced != KernelChoice::simple && key.layout_fast && device_is_sm90(key.device)) {
-    // The wide tile: a u8 B in the shared-memory kernel (the square one where a forced planar
-    // kernel falls back to it).
-    const bool wide =
-        key.b_is_u8 && (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss);
-    const WgmmaVariant variant{key.b_is_u8, key.a_k_contig, key.b_k_contig,
-                               wide ? kWgmmaWideTileN : kWgmmaTileN};
-    const int64_t tiles_m = ceil_div(key.m, kWgmmaTileM);
-    const int64_t tiles_n = ceil_div(key.n, variant.tile_n);
-    const WgmmaKSplit split = wgmma_k_split(key.k, tiles_m * tiles_n * key.batch, sms);
-    const int64_t splits = split.splits, k_chunk = split.k_chunk;
-    if (tiles_m * tiles_n <= INT32_MAX && splits <= 65535 && prepare_wgmma(variant)) {
-      plan.kind = KernelKind::ss;
-      plan.variant = variant;
-      plan.tiles_m = tiles_m;
-      plan.tiles_n = tiles_n;
-      plan.splits = static_cast<int32_t>(splits);
-      plan.k_chunk = k_chunk;
-      plan.raw_stages = wgmma_max_raw_stages(key.b_is_u8, variant.tile_n);
-      if (splits > 1) {
-        const int64_t outputs = key.batch * key.m * key.n;
-        plan.workspace_bytes = static_cast<std::size_t>(outputs) * sizeof(int64_t);
-        plan.finish_blocks = static_cast<unsigned>(
-            std::min<int64_t>(ceil_div(outputs, kFinishThreads), int64_t(sms) * 8));
-      }
-      return plan;
-    }
-  }
-  plan.kind = KernelKind::simple;
-  plan.tiles_m = ceil_div(key.m, kSimpleTile);
-  plan.tiles_n = ceil_div(key.n, kSimpleTile);
-  if (plan.tiles_m * plan.tiles_n > INT32_MAX)
-    throw ValueError("gemm_integer_cuda: output of " + std::to_string(key.m) + " x " +
-                     std::to_string(key.n) + " needs more than 2^31 tiles");
-  plan.splits = 1;
-  plan.k_chunk = key.k;
   return plan;
 }
 
-// FLEXKIT_GEMM_LOG=1 prints every new plan to stderr (once per shape class): which kernel, the
-// layout variant, the K split.
-void log_plan(const PlanKey& key, const Plan& plan) {
-  if (!gemm_settings().log) return;
-  std::fprintf(
-      stderr, "flexkit gemm plan: device %d batch %lld m %lld n %lld k %lld B %s out %s %s -> %s",
-      key.device, static_cast<long long>(key.batch), static_cast<long long>(key.m),
-      static_cast<long long>(key.n), static_cast<long long>(key.k), key.b_is_u8 ? "u8" : "flex16",
-      key.out_is_f32 ? "f32" : "flex16", key.measure ? "measure" : "store",
-      plan.kind == KernelKind::ss       ? "wgmma-ss (lean deep raw ring, pipelined)"
-      : plan.kind == KernelKind::planar ? "wgmma-planar (byte planes, TMA ring)"
-                                        : "simple");
-  if (plan.kind == KernelKind::planar)
-    std::fprintf(stderr, " (splits %d, k_chunk %lld, workspace %zu B, ring %d, tile 128x%d)",
-                 plan.splits, static_cast<long long>(plan.k_chunk), plan.workspace_bytes,
-                 plan.raw_stages, plan.variant.tile_n);
-  if (plan.kind == KernelKind::ss)
-    std::fprintf(stderr,
-                 " (A %s, B %s, splits %d, k_chunk %lld, workspace %zu B, raw stages %d, tile "
-                 "128x%d)",
-                 plan.variant.a_k_contig ? "k-contiguous" : "m-contiguous",
-                 plan.variant.b_k_contig ? "k-contiguous" : "n-contiguous", plan.splits,
-                 static_cast<long long>(plan.k_chunk), plan.workspace_bytes, plan.raw_stages,
-                 plan.variant.tile_n);
-  // Why the simple kernel ran; the wgmma kernels need no excuse.
-  if (plan.kind == KernelKind::simple)
-    std::fprintf(stderr, " (%s)",
-                 key.forced == KernelChoice::simple ? "forced by FLEXKIT_GEMM_KERNEL"
-                 : !key.layout_fast ? "operand layout: no unit stride or unaligned rows"
-                                    : "device is not sm_90, has no sm_90a image, or the grid is "
-                                      "too large");
-  std::fprintf(stderr, "\n");
+// The wgmma grid: tiles · splits · batch entries as (x, y, z), the tiles in 32 bits.
+CanImplement wgmma_grid_fits(const PlanKey& key, int tile_n, int sms) {
+  const int64_t tiles = ceil_div(key.m, kWgmmaTileM) * ceil_div(key.n, tile_n);
+  if (tiles > INT32_MAX) return cannot("more than 2^31 tiles");
+  if (wgmma_k_split(key.k, tiles * key.batch, sms).splits > 65535)
+    return cannot("more than 65535 K splits");
+  return kCanImplement;
 }
 
-// Counted under the plan mutex; read by flexkit::cuda::gemm_plan_stats().
-std::mutex g_plan_mutex;
-std::uint64_t g_plans_made = 0;
-std::uint64_t g_plan_hits = 0;
+// The planar kernel: any layout; its TMA coordinates are 32-bit. Splitting moves about
+// 4·(m + n)·k bytes and saves time on 2·m·n·k products (≈ 280 → 360 TOP/s measured for flex16):
+// it pays once m·n / (m + n) ≳ 1000, which measured as the break-even (2048³ equal, 1024³ and
+// 256 × 4096 × 4096 slower, 4096³ and up faster). Operands without a unit stride have no other
+// tensor-core kernel and always go planar.
+int planar_tile_n(const PlanKey& key) {
+  return key.b_is_u8 ? kWgmmaWideTileN : kWgmmaTileN;
+}
+
+CanImplement can_implement_planar(const PlanKey& key, int sms) {
+  if (key.forced == KernelChoice::simple || key.forced == KernelChoice::ss)
+    return cannot("another kernel forced by FLEXKIT_GEMM_KERNEL");
+  if (!in_int32_range(key)) return cannot("an extent past 2^31");
+  if (key.forced == KernelChoice::automatic && key.layout_fast &&
+      key.m * key.n < 1024 * (key.m + key.n))
+    return cannot("does not pay below m·n = 1024·(m + n)");
+  if (!device_is_sm90(key.device)) return cannot("device is not sm_90");
+  if (const CanImplement grid = wgmma_grid_fits(key, planar_tile_n(key), sms); !grid.ok())
+    return grid;
+  if (!prepare_planar(key.b_is_u8, planar_tile_n(key))) return cannot("no sm_90a image");
+  return kCanImplement;
+}
+
+Plan plan_planar(const PlanKey& key, int sms) {
+  const int tile_n = planar_tile_n(key);
+  Plan plan = wgmma_plan(key, tile_n, sms);
+  plan.kind = KernelKind::planar;
+  plan.variant = WgmmaVariant{key.b_is_u8, true, true, tile_n};
+  plan.raw_stages = planar_ring_stages(key.b_is_u8, tile_n);
+  plan.choices = detail::cat("tile 128x", tile_n, " splits ", plan.splits, " k_chunk ",
+                             plan.k_chunk, " ring ", plan.raw_stages);
+  return plan;
+}
+
+// The shared-memory kernel's variant: the wide tile for a u8 B (the square one where a forced
+// planar kernel falls back to it).
+WgmmaVariant ss_variant(const PlanKey& key) {
+  const bool wide =
+      key.b_is_u8 && (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss);
+  return WgmmaVariant{key.b_is_u8, key.a_k_contig, key.b_k_contig,
+                      wide ? kWgmmaWideTileN : kWgmmaTileN};
+}
+
+CanImplement can_implement_ss(const PlanKey& key, int sms) {
+  if (key.forced == KernelChoice::simple)
+    return cannot("another kernel forced by FLEXKIT_GEMM_KERNEL");
+  if (!key.layout_fast) return cannot("an operand without a unit stride or 16-byte rows");
+  if (!device_is_sm90(key.device)) return cannot("device is not sm_90");
+  const WgmmaVariant variant = ss_variant(key);
+  if (const CanImplement grid = wgmma_grid_fits(key, variant.tile_n, sms); !grid.ok()) return grid;
+  if (!prepare_wgmma(variant)) return cannot("no sm_90a image");
+  return kCanImplement;
+}
+
+Plan plan_ss(const PlanKey& key, int sms) {
+  const WgmmaVariant variant = ss_variant(key);
+  Plan plan = wgmma_plan(key, variant.tile_n, sms);
+  plan.kind = KernelKind::ss;
+  plan.variant = variant;
+  plan.raw_stages = wgmma_max_raw_stages(key.b_is_u8, variant.tile_n);
+  plan.choices =
+      detail::cat("tile 128x", variant.tile_n, " A ", variant.a_k_contig ? "k" : "m",
+                  "-contiguous B ", variant.b_k_contig ? "k" : "n", "-contiguous", " splits ",
+                  plan.splits, " k_chunk ", plan.k_chunk, " raw stages ", plan.raw_stages);
+  return plan;
+}
+
+CanImplement can_implement_simple(const PlanKey& key) {
+  if (ceil_div(key.m, kSimpleTile) * ceil_div(key.n, kSimpleTile) > INT32_MAX)
+    return cannot("more than 2^31 tiles");
+  return kCanImplement;
+}
+
+Plan plan_simple(const PlanKey& key) {
+  Plan plan;
+  plan.kind = KernelKind::simple;
+  plan.tiles_m = ceil_div(key.m, kSimpleTile);
+  plan.tiles_n = ceil_div(key.n, kSimpleTile);
+  plan.splits = 1;
+  plan.k_chunk = key.k;
+  plan.choices = "tile 64x64";
+  return plan;
+}
+
+// The first candidate that applies, with the reasons the ones before it did not.
+Plan make_plan(const PlanKey& key) {
+  const int sms = multiprocessors(key.device);
+  HeavyOpPlan passed;
+  Plan plan;
+  const CanImplement planar = can_implement_planar(key, sms);
+  if (planar.ok()) {
+    plan = plan_planar(key, sms);
+  } else {
+    passed.pass_over(kPlanar, planar);
+    const CanImplement ss = can_implement_ss(key, sms);
+    if (ss.ok()) {
+      plan = plan_ss(key, sms);
+    } else {
+      passed.pass_over(kSs, ss);
+      if (!can_implement_simple(key).ok())
+        throw ValueError("gemm_integer_cuda: output of " + std::to_string(key.m) + " x " +
+                         std::to_string(key.n) + " needs more than 2^31 tiles");
+      plan = plan_simple(key);
+    }
+  }
+  plan.kernel_name = plan.kind == KernelKind::planar ? kPlanar
+                     : plan.kind == KernelKind::ss   ? kSs
+                                                     : kSimple;
+  plan.passed_over = passed.passed_over;
+  return plan;
+}
+
+PlanCache<PlanKey, Plan>& plan_cache() {
+  static PlanCache<PlanKey, Plan> cache("dot");
+  return cache;
+}
 
 }  // namespace
 
 const Plan& plan_for(const PlanKey& key) {
-  static std::map<PlanKey, Plan> plans;
-  std::lock_guard<std::mutex> lock(g_plan_mutex);
-  if (auto it = plans.find(key); it != plans.end()) {
-    ++g_plan_hits;
-    return it->second;
-  }
-  const Plan& plan = plans.emplace(key, make_plan(key)).first->second;  // map nodes never move
-  ++g_plans_made;
-  log_plan(key, plan);
-  return plan;
+  return plan_cache().get(key, [&] { return make_plan(key); });
 }
 
 GemmPlanCounts plan_counts() {
-  std::lock_guard<std::mutex> lock(g_plan_mutex);
-  return {g_plans_made, g_plan_hits};
+  const PlanCounts counts = plan_cache().counts();
+  return {counts.made, counts.hits};
 }
 
 }  // namespace flexkit::backend::cuda::gemm_kernels

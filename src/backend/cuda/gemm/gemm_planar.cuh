@@ -141,24 +141,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   for (int stage = 0; stage < stage_count; ++stage) {
     tma::wait(full0 + 8 * slot, phase);
     wgmma::fence();
-    const uint32_t base = (slot * kStageBytes) >> 4;
-#pragma unroll
-    for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
-      const uint32_t step = base + 2 * ks;  // 32 bytes along the 64-byte row, >> 4
-      const uint64_t a_hi = desc(desc.a_hi + step);
-      const uint64_t a_lo = desc(desc.a_lo + step);
-      const uint64_t b_hi = desc(desc.b_hi + step);
-      if constexpr (kBIsU8 && kTileN == kWideTileN) {
-        wgmma::wgmma_m64n192k32_s8u8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n192k32_u8u8(acc_lo, a_lo, b_hi);
-      } else if constexpr (kBIsU8) {
-        wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
-        wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
-      } else {
-        wgmma::byte_products<false>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi,
-                                    desc(desc.b_lo + step));
-      }
-    }
+    plane_stage_wgmmas<kBIsU8, kTileN>(desc, (slot * kStageBytes) >> 4, acc_hi, acc_mid, acc_lo);
     wgmma::commit_group();
     wgmma::wait_group<1>();
     if (stage > 0 && warp_leader) tma::arrive(empty0 + 8 * slot_prev);

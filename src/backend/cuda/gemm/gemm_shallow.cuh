@@ -157,6 +157,32 @@ __device__ __forceinline__ portable::GemmStats stored_stats(int32_t stored_max, 
   return stats;
 }
 
+// The int16 rounding's multipliers from a 1 in a register the compiler cannot prove uniform (the
+// bit count of the lane's own mask bit): with `one` and 2^(s−1) both in uniform registers, ptxas
+// copied `one` into a vector register before each value's multiply-add L = ll·1 + 2^(s−1), an
+// instruction more per value.
+__device__ __forceinline__ portable::ByteProductRounding lane_varying_rounding(int32_t scale) {
+  uint32_t lane_bit;
+  asm("mov.u32 %0, %%lanemask_eq;" : "=r"(lane_bit));
+  const uint32_t one = __popc(lane_bit) + (static_cast<uint32_t>(scale) >> 31);
+  return portable::gemm_byte_product_rounding(scale, one);
+}
+
+// A warp's 16 staging rows of 64 int16 (kShallowStagePitch apart, written by all its lanes) read
+// back 16 bytes a lane and stored as whole 128-byte row segments: the warp's rows from warp_out,
+// rs apart, columns 64 · half on.
+__device__ __forceinline__ void store_staged_rows(uint32_t staging, int16_t* warp_out, int64_t rs,
+                                                  int half, int lane) {
+  __syncwarp();
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int staged_row = 4 * k + (lane >> 3);
+    const uint4 v = lds128(staging + staged_row * kShallowStagePitch + 16 * (lane & 7));
+    *reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7)) = v;
+  }
+  __syncwarp();
+}
+
 // A column (position o over `out`, batch entry n) moved by a fixed step of columns with carries
 // instead of divisions: the step is decoded once (dn < batch, d2 < out[2], d1 < out[1], d0).
 struct ColumnCursor {
@@ -223,6 +249,11 @@ struct ThreadStash {
 #pragma unroll
     for (int i = 0; i < kWords; ++i) w[i] = lds32(at + 4u * kWgmmaThreads * (first + i));
   }
+  template <int kWords>
+  __device__ __forceinline__ void save_zeros(int first) const {
+    const uint32_t zero[kWords] = {};
+    save(first, zero);
+  }
   // A trivially copyable object as words.
   template <typename T>
   __device__ __forceinline__ void save_object(int first, const T& v) const {
@@ -260,143 +291,104 @@ __device__ __forceinline__ void split_a_blocks_in_place(uint32_t a_region, int b
   __syncthreads();
 }
 
-// p.k = 64 · stages (taps · channel blocks ≤ kShallowMaxStages); p.tiles_m divides gridDim.x:
-// CTA b owns tile row b % tiles_m and columns b / tiles_m, + gridDim.x / tiles_m, …
-// The host sends only flex16 outputs with alpha 1, beta 0 and no K split, a unit column stride
-// and 4-byte aligned column pairs, and shifts 16 ≤ scale ≤ 31 (int16 B) or 1 ≤ scale ≤ 31 (u8 B).
-// kAStages: the most stages the A region holds (1 or kShallowMaxStages).
-template <bool kBIsU8, bool kAKContig, int kAStages>
-__global__ void __launch_bounds__(kWgmmaThreads, 1)
-    gemm_shallow_kernel(const __grid_constant__ IntegerGemmArgs p) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
-  using Splitter = LeanSplitter<kBIsU8, kAKContig, false, kWgmmaTileN>;
-  constexpr int kSlots = shallow_raw_slots(kBIsU8, kAStages);
-  constexpr uint32_t kBRawBytes = shallow_b_raw_bytes(kBIsU8);
-  constexpr uint32_t kBPlaneBytes = shallow_b_plane_bytes(kBIsU8);
-
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  const uint32_t smem_address = raw_address + ((1024u - (raw_address & 1023u)) & 1023u);
-  const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
-  const uint32_t b_raw = a_region + kAStages * kShallowAStageBytes;
-  const uint32_t b_planes = b_raw + kSlots * kBRawBytes;
-  const uint32_t staging_region = b_planes + kDeepPlaneSlots * kBPlaneBytes;
-  const uint32_t staging = staging_region + (threadIdx.x >> 5) * 16 * kShallowStagePitch;
-  ThreadStash stash;
-  stash.init(staging_region + kShallowStageBytes);
-
+// A's stages of the tile row from row0 (rows_a of them inside), copied raw into the A region
+// (stage s at a_region + s · 16 KB), one tap-major stage after the other.
+template <bool kAKContig>
+__device__ __forceinline__ void copy_a_stages(const IntegerGemmArgs& p, uint32_t a_region,
+                                              int64_t row0, int rows_a, int stages) {
   const ConvGather& g = p.gather;
-  // (The host launches the one-stage form only for K of one stage.)
-  const int stages = kAStages == 1 ? 1 : static_cast<int>(p.k / kWgmmaStageK);
-  const int tiles_m = p.tiles_m;
-  const int tile_m = static_cast<int>(blockIdx.x) % tiles_m;
-  const int ctas_per_row = static_cast<int>(gridDim.x) / tiles_m;
-  const int first_n = static_cast<int>(blockIdx.x) / tiles_m;
-  if (first_n >= p.tiles_n) return;
-  const int tile_count = (p.tiles_n - first_n + ctas_per_row - 1) / ctas_per_row;
-  const int total = tile_count * stages;
-  const int64_t row0 = int64_t(tile_m) * kWgmmaTileM;
-  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
-
-  // A: every stage of the tile row, copied raw into its stage of the A region.
-  {
-    const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + row0 * p.a.row_stride;
-    const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
-    TapWalk walk;
-    walk.init(g, 0);
-    for (int s = 0; s < stages; ++s) {
-      copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes, a_tile + walk.a_offset,
-                                         a_ld, rows_a, walk.channels(g));
-      walk.advance(g);
-    }
-    cp_async_commit();
-  }
-
-  // B: one cursor over the CTA's stages in issue order (tile by tile), R stages ahead of the
-  // wgmmas. The thread's column is decoded into (position, n) once per CTA and carried from tile
-  // to tile (ctas_per_row · 128 columns further each time) without dividing.
-  GatherCopy<BElement> gather;
+  const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + row0 * p.a.row_stride;
+  const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
   TapWalk walk;
-  ColumnCursor cursor;
-  cursor.init(g, GatherCopy<BElement>::chunk_column(int64_t(first_n) * kWgmmaTileN),
-              int64_t(ctas_per_row) * kWgmmaTileN);
-  auto save_cursor = [&] {
-    uint32_t w[ColumnCursor::kPositionWords];
-    cursor.save_position(w);
-    stash.save(kStashCursor, w);
-  };
-  save_cursor();
-  int issue_stage = 0;
-  const BElement* const b_data = static_cast<const BElement*>(p.b.data);
-  // Stage `next` of the CTA into raw slot `slot` (next < total: a copy; beyond: an empty group).
-  auto issue_next = [&](int next, uint32_t slot) {
-    if (next < total) {
-      if (issue_stage == 0) {
-        uint32_t w[ColumnCursor::kPositionWords];
-        stash.load(kStashCursor, w);
-        cursor.load_position(w);
-        int64_t o64[3], n64;
-        cursor.position(o64, n64);
-        gather.init_at(g, cursor.col, o64, n64, p.n);
-        cursor.advance(g);
-        save_cursor();
-        walk.init(g, 0);
-      } else if constexpr (kAStages > 1) {
-        gather = stash.load_object<GatherCopy<BElement>>(kStashGather);
-      }
-      gather.issue(b_raw + slot, b_data, g, walk, walk.channels(g));
-      if (kAStages > 1 && issue_stage + 1 < stages) stash.save_object(kStashGather, gather);
-      walk.advance(g);
-      if (++issue_stage == stages) issue_stage = 0;
-    }
-    cp_async_commit();  // one group per slot, empty ones past the end
-  };
-  for (int i = 0; i < kSlots; ++i) issue_next(i, uint32_t(i) * kBRawBytes);
-
-  Splitter splitter;
-  splitter.init();
-  using SplitRegs = typename Splitter::Regs;
-  using BSplit = decltype(splitter.b);
-  // Each stashed object inside its own words.
-  static_assert(ColumnCursor::kPositionWords <= kStashSplit - kStashCursor &&
-                sizeof(BSplit) <= 4 * (kStashStats - kStashSplit) &&
-                sizeof(GatherCopy<BElement>) <= 4 * (kShallowStashWords - kStashGather));
-  stash.save_object(kStashSplit, splitter.b);
-  // B's split of the raw slot at `raw` into the plane slot at `planes`, its offsets and
-  // selectors from the stash.
-  auto split_b = [&](uint32_t raw, uint32_t planes) {
-    const BSplit b = stash.load_object<BSplit>(kStashSplit);
-    SplitRegs r;
-    if constexpr (kBIsU8) {
-      b.template load<kWgmmaTileN>(raw, r.b);
-    } else {
-      b.load(raw, r.b);
-    }
-    b.store(r.b, planes);
-  };
-
-  // A's group and B's stage 0 have landed: split A in place (every thread's raw reads of a stage
-  // before anyone's plane writes), then B's stage 0 into plane slot 0.
-  cp_async_wait<kSlots - 1>();
-  __syncthreads();
+  walk.init(g, 0);
   for (int s = 0; s < stages; ++s) {
-    SplitRegs r;
+    copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes, a_tile + walk.a_offset,
+                                       a_ld, rows_a, walk.channels(g));
+    walk.advance(g);
+  }
+}
+
+// A's raw int16 stages (landed) split in place into their byte planes by all the block's threads:
+// every thread's raw reads of a stage before anyone's plane writes.
+template <typename Splitter>
+__device__ __forceinline__ void split_a_stages_in_place(const Splitter& splitter, uint32_t a_region,
+                                                        int stages) {
+  for (int s = 0; s < stages; ++s) {
+    typename Splitter::Regs r;
     const uint32_t stage_address = a_region + s * kShallowAStageBytes;
     splitter.load_a(stage_address, r);
     __syncthreads();
     splitter.a.store(r.a, stage_address);
   }
-  split_b(b_raw, b_planes);
-  cp_async_wait<kSlots - 2>();
-  wgmma::fence_proxy_async_shared();
-  __syncthreads();
+}
 
+// The CTA's statistics from the extremes and clamped count stashed over its tiles.
+__device__ __forceinline__ void commit_stashed_stats(const ThreadStash& stash,
+                                                     portable::GemmStats* stats) {
+  uint32_t words[3];
+  stash.load(kStashStats, words);
+  const int32_t cta_max = static_cast<int32_t>(words[0]), cta_min = static_cast<int32_t>(words[1]);
+  commit_block_stats(stored_stats(cta_max, cta_min, words[2]), stats);
+}
+
+// A tile's extremes (from the running pair extremes of its stored values) and clamped count
+// added to those stashed over the CTA's tiles.
+template <typename Rounded>
+__device__ __forceinline__ void add_stashed_tile_stats(const ThreadStash& stash, uint32_t pair_max,
+                                                       uint32_t pair_min, const Rounded& rounded,
+                                                       int lane, int cols, bool row_ok0,
+                                                       bool row_ok1) {
+  const int32_t tile_max = pair_max_value(pair_max);
+  const int32_t tile_min = pair_min_value(pair_min);
+  uint32_t saturated = 0;
+  if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM)
+    count_clamped<64>(saturated, rounded, lane, cols, row_ok0, row_ok1);
+  uint32_t stats[3];
+  stash.load(kStashStats, stats);
+  stats[0] = static_cast<uint32_t>(max(static_cast<int32_t>(stats[0]), tile_max));
+  stats[1] = static_cast<uint32_t>(min(static_cast<int32_t>(stats[1]), tile_min));
+  stats[2] += saturated;
+  stash.save(kStashStats, stats);
+}
+
+// The cursor's position into the stash, and back.
+__device__ __forceinline__ void stash_cursor(const ThreadStash& stash, const ColumnCursor& cursor) {
+  uint32_t w[ColumnCursor::kPositionWords];
+  cursor.save_position(w);
+  stash.save(kStashCursor, w);
+}
+
+// B's split of the raw slot at `raw` into the plane slot at `planes`, the split's offsets and
+// selectors from the stash.
+template <bool kBIsU8, typename BSplit, typename SplitRegs>
+__device__ __forceinline__ void split_stashed_b(const ThreadStash& stash, uint32_t raw,
+                                                uint32_t planes) {
+  const BSplit b = stash.load_object<BSplit>(kStashSplit);
+  SplitRegs r;
+  if constexpr (kBIsU8) {
+    b.template load<kWgmmaTileN>(raw, r.b);
+  } else {
+    b.load(raw, r.b);
+  }
+  b.store(r.b, planes);
+}
+
+// The lockstep kernel's tiles, A resident and B's first stages in flight (see the kernel):
+// per tile its stages (run_stage: the wgmmas, the copies `issue_next` issues R stages ahead, the
+// split `split_b` makes of the next stage) and its epilogue; then the CTA's statistics.
+template <bool kBIsU8, int kAStages, typename IssueNext, typename SplitB>
+__device__ __forceinline__ void run_lockstep_tiles(
+    const IntegerGemmArgs& p, const ThreadStash& stash, const uint32_t smem_address,
+    const uint32_t a_region, const uint32_t b_raw, const uint32_t b_planes, const uint32_t staging,
+    const int stages, const int first_n, const int ctas_per_row, const int tile_count,
+    const int64_t row0, const int rows_a, IssueNext& issue_next, SplitB& split_b) {
+  constexpr int kSlots = shallow_raw_slots(kBIsU8, kAStages);
+  constexpr uint32_t kBRawBytes = shallow_b_raw_bytes(kBIsU8);
+  constexpr uint32_t kBPlaneBytes = shallow_b_plane_bytes(kBIsU8);
   // Descriptors (low words; the high word is the same for all), advanced by byte offset >> 4.
   const int warpgroup = threadIdx.x >> 7;
-  const uint64_t desc0 = wgmma::descriptor(smem_address);
-  const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
-  const uint32_t desc_lo = static_cast<uint32_t>(desc0);
+  uint32_t desc_hi, desc_lo;
+  wgmma::descriptor_words(smem_address, desc_hi, desc_lo);
   const uint32_t d_a =
       desc_lo + ((a_region - smem_address + warpgroup * 64 * wgmma::kRowBytes) >> 4);
   const uint32_t d_b = desc_lo + ((b_planes - smem_address) >> 4);
@@ -419,10 +411,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const int32_t scale = p.epilogue.scale;
   // The unclamped extremes of the rounded values of every tile so far and the count of saturated
   // elements (< 64 per thread and tile), stashed between tiles.
-  {
-    const uint32_t zero[3] = {0, 0, 0};
-    stash.save(kStashStats, zero);
-  }
+  stash.save_zeros<3>(kStashStats);
 
   // Written by every tile's first wgmmas (the `fresh` forms), read by its epilogue.
   // (Value-initialised only to quiet the front end: the first writes make the zeros dead.)
@@ -468,18 +457,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       const uint64_t a_hi = desc(d_a + a_step);
       const uint64_t a_lo = desc(d_a + a_step + (kPlaneBytes >> 4));
       const uint64_t b_hi = desc(d_b + b_step);
-      if constexpr (kBIsU8) {
-        if constexpr (decltype(first)::value) {
-          wgmma::wgmma_m64n128k32_s8u8_fresh(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n128k32_u8u8_fresh(acc_lo, a_lo, b_hi);
-        } else {
-          wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
-        }
-      } else {
-        wgmma::byte_products<decltype(first)::value>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi,
-                                                     desc(d_b + b_step + (kPlaneBytes >> 4)));
-      }
+      wgmma::plane_products<kBIsU8, decltype(first)::value>(
+          acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi, desc(d_b + b_step + (kPlaneBytes >> 4)));
     };
     static_assert(kWgmmaStageK == 64, "two k steps per stage");
     k_step(0, fresh);
@@ -557,14 +536,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
             sts32(at, row0);
             sts32(at + 8 * kShallowStagePitch, row8);
           }
-          __syncwarp();
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const int staged_row = 4 * k + (lane >> 3);
-            const uint4 v = lds128(staging + staged_row * kShallowStagePitch + 16 * (lane & 7));
-            *reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7)) = v;
-          }
-          __syncwarp();
+          store_staged_rows(staging, warp_out, rs, half, lane);
         }
       } else {
         // Edge tiles (and rows that are not 16-byte aligned): word stores, guarded.
@@ -575,27 +547,120 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
           if (row_ok1) store_pair(j, 1);
         }
       }
-      const int32_t tile_max = pair_max_value(pair_max);
-      const int32_t tile_min = pair_min_value(pair_min);
-      uint32_t saturated = 0;
-      if (tile_max == portable::kFlex16MaxM || tile_min == portable::kFlex16MinM)
-        count_clamped<64>(saturated, rounded, lane, cols, row_ok0, row_ok1);
-      uint32_t stats[3];
-      stash.load(kStashStats, stats);
-      stats[0] = static_cast<uint32_t>(max(static_cast<int32_t>(stats[0]), tile_max));
-      stats[1] = static_cast<uint32_t>(min(static_cast<int32_t>(stats[1]), tile_min));
-      stats[2] += saturated;
-      stash.save(kStashStats, stats);
+      add_stashed_tile_stats(stash, pair_max, pair_min, rounded, lane, cols, row_ok0, row_ok1);
     }
     stage_barrier();
   }
-  cp_async_wait<0>();
+}
 
+// p.k = 64 · stages (taps · channel blocks ≤ kShallowMaxStages); p.tiles_m divides gridDim.x:
+// CTA b owns tile row b % tiles_m and columns b / tiles_m, + gridDim.x / tiles_m, …
+// The host sends only flex16 outputs with alpha 1, beta 0 and no K split, a unit column stride
+// and 4-byte aligned column pairs, and shifts 16 ≤ scale ≤ 31 (int16 B) or 1 ≤ scale ≤ 31 (u8 B).
+// kAStages: the most stages the A region holds (1 or kShallowMaxStages).
+template <bool kBIsU8, bool kAKContig, int kAStages>
+__global__ void __launch_bounds__(kWgmmaThreads, 1)
+    gemm_shallow_kernel(const __grid_constant__ IntegerGemmArgs p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
+  using Splitter = LeanSplitter<kBIsU8, kAKContig, false, kWgmmaTileN>;
+  constexpr int kSlots = shallow_raw_slots(kBIsU8, kAStages);
+  constexpr uint32_t kBRawBytes = shallow_b_raw_bytes(kBIsU8);
+  constexpr uint32_t kBPlaneBytes = shallow_b_plane_bytes(kBIsU8);
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t smem_address = aligned_shared_address(smem_raw);
+  const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
+  const uint32_t b_raw = a_region + kAStages * kShallowAStageBytes;
+  const uint32_t b_planes = b_raw + kSlots * kBRawBytes;
+  const uint32_t staging_region = b_planes + kDeepPlaneSlots * kBPlaneBytes;
+  const uint32_t staging = staging_region + (threadIdx.x >> 5) * 16 * kShallowStagePitch;
+  ThreadStash stash;
+  stash.init(staging_region + kShallowStageBytes);
+
+  const ConvGather& g = p.gather;
+  // (The host launches the one-stage form only for K of one stage.)
+  const int stages = kAStages == 1 ? 1 : static_cast<int>(p.k / kWgmmaStageK);
+  const int tiles_m = p.tiles_m;
+  const int tile_m = static_cast<int>(blockIdx.x) % tiles_m;
+  const int ctas_per_row = static_cast<int>(gridDim.x) / tiles_m;
+  const int first_n = static_cast<int>(blockIdx.x) / tiles_m;
+  if (first_n >= p.tiles_n) return;
+  const int tile_count = (p.tiles_n - first_n + ctas_per_row - 1) / ctas_per_row;
+  const int total = tile_count * stages;
+  const int64_t row0 = int64_t(tile_m) * kWgmmaTileM;
+  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
+
+  // A: every stage of the tile row, copied raw into its stage of the A region.
+  copy_a_stages<kAKContig>(p, a_region, row0, rows_a, stages);
+  cp_async_commit();
+
+  // B: one cursor over the CTA's stages in issue order (tile by tile), R stages ahead of the
+  // wgmmas. The thread's column is decoded into (position, n) once per CTA and carried from tile
+  // to tile (ctas_per_row · 128 columns further each time) without dividing.
+  GatherCopy<BElement> gather;
+  TapWalk walk;
+  ColumnCursor cursor;
+  cursor.init(g, GatherCopy<BElement>::chunk_column(int64_t(first_n) * kWgmmaTileN),
+              int64_t(ctas_per_row) * kWgmmaTileN);
+  auto save_cursor = [&] { stash_cursor(stash, cursor); };
+  save_cursor();
+  int issue_stage = 0;
+  const BElement* const b_data = static_cast<const BElement*>(p.b.data);
+  // Stage `next` of the CTA into raw slot `slot` (next < total: a copy; beyond: an empty group).
+  auto issue_next = [&](int next, uint32_t slot) {
+    if (next < total) {
+      if (issue_stage == 0) {
+        uint32_t w[ColumnCursor::kPositionWords];
+        stash.load(kStashCursor, w);
+        cursor.load_position(w);
+        int64_t o64[3], n64;
+        cursor.position(o64, n64);
+        gather.init_at(g, cursor.col, o64, n64, p.n);
+        cursor.advance(g);
+        save_cursor();
+        walk.init(g, 0);
+      } else if constexpr (kAStages > 1) {
+        gather = stash.load_object<GatherCopy<BElement>>(kStashGather);
+      }
+      gather.issue(b_raw + slot, b_data, g, walk, walk.channels(g));
+      if (kAStages > 1 && issue_stage + 1 < stages) stash.save_object(kStashGather, gather);
+      walk.advance(g);
+      if (++issue_stage == stages) issue_stage = 0;
+    }
+    cp_async_commit();  // one group per slot, empty ones past the end
+  };
+  for (int i = 0; i < kSlots; ++i) issue_next(i, uint32_t(i) * kBRawBytes);
+
+  Splitter splitter;
+  splitter.init();
+  using SplitRegs = typename Splitter::Regs;
+  using BSplit = decltype(splitter.b);
+  // Each stashed object inside its own words.
+  static_assert(ColumnCursor::kPositionWords <= kStashSplit - kStashCursor &&
+                sizeof(BSplit) <= 4 * (kStashStats - kStashSplit) &&
+                sizeof(GatherCopy<BElement>) <= 4 * (kShallowStashWords - kStashGather));
+  stash.save_object(kStashSplit, splitter.b);
+  auto split_b = [&](uint32_t raw, uint32_t planes) {
+    split_stashed_b<kBIsU8, BSplit, SplitRegs>(stash, raw, planes);
+  };
+
+  // A's group and B's stage 0 have landed: split A in place (every thread's raw reads of a stage
+  // before anyone's plane writes), then B's stage 0 into plane slot 0.
+  cp_async_wait<kSlots - 1>();
+  __syncthreads();
+  split_a_stages_in_place(splitter, a_region, stages);
+  split_b(b_raw, b_planes);
+  cp_async_wait<kSlots - 2>();
+  wgmma::fence_proxy_async_shared();
+  __syncthreads();
+
+  run_lockstep_tiles<kBIsU8, kAStages>(p, stash, smem_address, a_region, b_raw, b_planes, staging,
+                                       stages, first_n, ctas_per_row, tile_count, row0, rows_a,
+                                       issue_next, split_b);
+  cp_async_wait<0>();
   // Elements past the matrix are products of zero fill (0), so they move neither extreme.
-  uint32_t words[3];
-  stash.load(kStashStats, words);
-  const int32_t cta_max = static_cast<int32_t>(words[0]), cta_min = static_cast<int32_t>(words[1]);
-  commit_block_stats(stored_stats(cta_max, cta_min, words[2]), p.stats);
+  commit_stashed_stats(stash, p.stats);
 #elif defined(__CUDA_ARCH__)
   __trap();  // the PTX fallback: never launched (prepare_shallow reports false)
 #endif

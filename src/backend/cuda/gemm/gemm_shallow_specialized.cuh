@@ -192,247 +192,63 @@ __device__ __forceinline__ uint32_t plane_parity(int stage) {
 }
 static_assert(kSpecializedPlaneSlots == 4, "plane_parity's shift");
 
-// `c_map`: the output as a 2-D map of int16 (columns innermost), boxes of 64 columns × 16 rows,
-// 128-byte swizzle; `c_map_ok` = 0 where the output cannot be mapped (its row stride not a
-// multiple of 16 bytes, say), and the consumers then store words from their registers.
-// `b_map`: B as the 4-D map of BoxS16Split where B is a plain matrix (`b_map_ok` = 1); else the
-// producer gathers B by cp.async.
-template <bool kAKContig, int kAStages, int kConsumers>
-__global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
-    gemm_shallow_specialized_kernel(const __grid_constant__ IntegerGemmArgs p,
-                                    const __grid_constant__ CUtensorMap c_map, int c_map_ok,
-                                    const __grid_constant__ CUtensorMap b_map, int b_map_ok) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kSlots = specialized_raw_slots(kAStages);
-  constexpr int kPlanes = kSpecializedPlaneSlots;
+// A consumer's walk over the CTA's tiles: unit u = tile · units + j of the CTA belongs to
+// consumer u mod kConsumers (one or two units of a tile, or none); every stage of a tile in which
+// it owns no unit is still waited for and given back (see plane_slot).
+template <int kConsumers, typename RunUnit, typename WaitFull, typename Release>
+__device__ __forceinline__ void run_consumer_tiles(int tile_count, int stages, int units,
+                                                   int consumer, const RunUnit& run_unit,
+                                                   const WaitFull& wait_full,
+                                                   const Release& release) {
+  int rotation = 0;  // (tile · units) mod kConsumers: the owner of the tile's unit 0
+#pragma unroll 1
+  for (int tile = 0; tile < tile_count; ++tile) {
+    const int j0 = (consumer - rotation + kConsumers) % kConsumers;
+    rotation = (rotation + units) % kConsumers;
+    if (j0 >= units) {
+#pragma unroll 1
+      for (int si = 0; si < stages; ++si) {
+        wait_full(tile * stages + si);
+        release(tile * stages + si);
+      }
+      continue;
+    }
+#pragma unroll 1
+    for (int j = j0; j < units; j += kConsumers)
+      run_unit(tile, j, j == j0, j + kConsumers >= units);
+  }
+}
+
+// The descriptors of a stage's wgmmas, formed before the wait for the stage (with them formed
+// between the wgmmas, ptxas moved each to the uniform registers just before its wgmma).
+struct StageDescriptors {
+  uint64_t a_hi[2], a_lo[2], b_hi[2], b_lo[2];  // per k-step
+};
+
+// A consumer warpgroup (`consumer` of kConsumers): per unit of its (run_unit: unit j of tile
+// `tile`, rows 64·(j / kColumnUnits) …, columns kUnitN·(j % kColumnUnits) … of the tile) the
+// stages' wgmmas, waiting for each stage to be full where `first_use` (its second unit of a tile
+// reads stages it has already waited for) and giving each back once read where `last_use`; then
+// the unit's epilogue. Its stores go through the warp's staging by stmatrix: boxes that lane 0
+// hands to the TMA unit (`mapped`), or padded rows the warp reads back (`staged`): lane t
+// addresses row t % 8 (+ 8 for the odd matrices) of the pair's first column block (+ 16 bytes,
+// in boxes + 1 16-byte block, for matrices 2 and 3); in a box, block b of row r is stored at
+// block b ^ (r % 8) (the map's 128-byte swizzle; the boxes are 1024-byte aligned), so pair jp's
+// address is stsm_row + ((32·jp) ^ stsm_swizzle). Those paths' stmatrix and __syncwarp need the
+// whole warp: their conditions must not depend on the lane (for the padded rows, all 16 of the
+// warp's rows inside, not each lane's two). Only lane 0 of each warp issues, commits and waits
+// for the warp's bulk stores.
+template <int kAStages, int kConsumers>
+__device__ __forceinline__ void run_specialized_consumer(
+    const IntegerGemmArgs& p, const CUtensorMap& c_map, int c_map_ok, uint32_t smem_address,
+    uint32_t a_region, uint32_t b_planes, uint32_t staging_region, uint32_t full_barriers,
+    uint32_t empty_barriers, int stages, int ctas_per_row, int first_n, int tile_count,
+    int64_t row0, int rows_a, int units, int consumer) {
   constexpr uint32_t kStagePlaneBytes = 2 * kPlaneBytes;
   constexpr int kUnitN = specialized_unit_n(kConsumers);
   constexpr int kColumnUnits = kWgmmaTileN / kUnitN;
   constexpr int kAccumulators = kUnitN / 2;
-  // Bulk tensor stores, their lines marked evict-first in L2 (the output is written once and
-  // never read here: it should not push B out), for every kernel but the one-stage one with two
-  // consumers. Measured on the H200 against the consumers' own 16-byte stores, same run, ms:
-  // - three consumers (1x1 56x56 C256 K64 fprop, C64 K256 bprop; st.global.cs before): 0.051 →
-  //   0.047–0.048, 0.051–0.052 → 0.048–0.049;
-  // - two consumers, two stages (1x1 28x28 C128 K512 fprop, C512 K128 bprop): 0.044 → 0.040–0.041
-  //   (0.041–0.042 without the evict-first policy);
-  // - two consumers, one stage (1x1 56x56 C64 K256 fprop, C256 K64 bprop): 0.057 → 0.059–0.061,
-  //   so that kernel keeps its own stores (plain: st.global.cs measured 0.001 slower there).
   constexpr bool kBulkStores = specialized_bulk_stores(kConsumers, kAStages);
-
-  extern __shared__ unsigned char smem_raw[];
-  // The ring's barriers: in static shared memory where the bulk stores' boxes leave no room in
-  // the dynamic part. (Measured on the H200 with them at the dynamic part's end there: 1x1 C128
-  // K512 28x28 fprop and C512 K128 bprop 0.041–0.042 → 0.043–0.044 ms, with more spills. The
-  // kernel without bulk stores keeps them at the end, where it measured fastest.)
-  __shared__ uint64_t static_barriers[kBulkStores ? 2 * kSpecializedPlaneSlots : 1];
-  __shared__ uint64_t raw_barriers[kSlots];  // B's raw slots, where they are bulk-loaded
-  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  const uint32_t smem_address = raw_address + ((1024u - (raw_address & 1023u)) & 1023u);
-  const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
-  const uint32_t b_raw = a_region + kAStages * kShallowAStageBytes;
-  const uint32_t b_planes = b_raw + kSlots * kRawS16Bytes;
-  const uint32_t staging_region = b_planes + kPlanes * kStagePlaneBytes;
-  const uint32_t full_barriers =
-      kBulkStores ? tma::shared_address(static_barriers)
-                  : staging_region + specialized_stage_bytes(kConsumers, kAStages);
-  const uint32_t empty_barriers = full_barriers + 8 * kPlanes;
-
-  const ConvGather& g = p.gather;
-  const int stages = kAStages == 1 ? 1 : static_cast<int>(p.k / kWgmmaStageK);
-  const int tiles_m = p.tiles_m;
-  const int tile_m = static_cast<int>(blockIdx.x) % tiles_m;
-  const int ctas_per_row = static_cast<int>(gridDim.x) / tiles_m;
-  const int first_n = static_cast<int>(blockIdx.x) / tiles_m;
-  if (first_n >= p.tiles_n) {  // not launched so (ctas_per_row ≤ tiles_n), but counted if it were
-    wait_for_prerequisite_grid();
-    commit_block_stats(portable::gemm_stats_identity(), p.stats, p.stats_host, p.stats_arrivals);
-    return;
-  }
-  const int tile_count = (p.tiles_n - first_n + ctas_per_row - 1) / ctas_per_row;
-  const int total = tile_count * stages;
-  const int64_t row0 = int64_t(tile_m) * kWgmmaTileM;
-  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
-  // A column tile's units (64 rows × kUnitN columns, a consumer's wgmma tile): row halves (two
-  // where the tile row has more than 64 rows, else one) times column parts.
-  const int units = (rows_a > 64 ? 2 : 1) * kColumnUnits;
-
-  const bool b_mapped = b_map_ok != 0;
-  const uint32_t raw_full = tma::shared_address(raw_barriers);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kPlanes; ++s) {
-      tma::barrier_init(full_barriers + 8 * s, 128);              // every producer thread
-      tma::barrier_init(empty_barriers + 8 * s, 4 * kConsumers);  // a lane per consumer warp
-    }
-    if (b_mapped) {
-      for (int s = 0; s < kSlots; ++s) tma::barrier_init(raw_full + 8 * s, 1);  // the issuer
-      tma::barrier_init_fence();
-    }
-  }
-  // Launched as a programmatic dependent (dependent_launch.cuh): nothing above touched global
-  // memory, everything below may read what the grid before wrote, or write what it reads.
-  wait_for_prerequisite_grid();
-  // A: every stage of the tile row, copied raw and split in place by the first 256 threads (the
-  // lockstep kernel's mappings).
-  if (threadIdx.x < kWgmmaThreads) {
-    const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + row0 * p.a.row_stride;
-    const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
-    TapWalk walk;
-    walk.init(g, 0);
-    for (int s = 0; s < stages; ++s) {
-      copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes, a_tile + walk.a_offset,
-                                         a_ld, rows_a, walk.channels(g));
-      walk.advance(g);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-  }
-  __syncthreads();
-  split_a_blocks_in_place<kAKContig>(a_region, stages);
-
-  // Broadcast from lane 0, so that the compiler knows it is the same in the whole warp: the
-  // consumers' wgmma descriptors, formed from it per unit, then stay in uniform registers.
-  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
-  if (warpgroup == 0) {
-    // ---------------------------------------------------------------- the producer
-    lower_registers<producer_registers(kConsumers, kAStages)>();
-    if (b_mapped) {
-      // B by bulk tensor loads: thread 0 issues a stage's two boxes on its raw slot's barrier,
-      // R − 1 stages ahead; every thread waits for the stage, then splits it as below.
-      const bool issuer = threadIdx.x == 0;
-      if (issuer) tma::prefetch_map(&b_map);
-      int issue_tile = 0, issue_stage = 0, issued = 0;
-      uint32_t issue_slot = 0;
-      auto issue_next = [&] {
-        if (issuer && issued < total) {
-          const int32_t col0 = (first_n + issue_tile * ctas_per_row) * kWgmmaTileN;
-          const uint32_t dst = b_raw + issue_slot * kRawS16Bytes;
-          const uint32_t barrier = raw_full + 8 * issue_slot;
-          tma::arrive_expect_bytes(barrier, kRawS16Bytes);
-          tma::load_4d(dst, &b_map, col0, 0, 4 * issue_stage, 0, barrier);
-          tma::load_4d(dst + kRawS16Bytes / 2, &b_map, col0 + 64, 0, 4 * issue_stage, 0, barrier);
-        }
-        if (++issue_stage == stages) {
-          issue_stage = 0;
-          ++issue_tile;
-        }
-        ++issued;
-        issue_slot = issue_slot + 1 == kSlots ? 0u : issue_slot + 1;
-      };
-      for (int i = 0; i < kSlots - 1; ++i) issue_next();
-      const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-      BoxS16Split box_low, box_high;  // warps w and w + 4 of the 256-thread split
-      box_low.init(warp, lane);
-      box_high.init(warp + 4, lane);
-      LeanS16RowContigSplit split_low, split_high;  // their plane offsets
-      split_low.plane_offset =
-          wgmma::swizzle((8 * warp + (lane >> 2)) * wgmma::kRowBytes + 16 * (lane & 3));
-      split_high.plane_offset =
-          wgmma::swizzle((8 * (warp + 4) + (lane >> 2)) * wgmma::kRowBytes + 16 * (lane & 3));
-      uint32_t split_slot = 0, split_parity = 0;
-#pragma unroll 1
-      for (int s = 0; s < total; ++s) {
-        tma::wait(raw_full + 8 * split_slot, split_parity);
-        // Every producer thread has split stage s − 1, whose raw slot the next loads reuse.
-        named_barrier_sync(1, 128);
-        issue_next();
-        const int plane = plane_slot(s);
-        if (s >= kSpecializedPlaneSlots)
-          tma::wait(empty_barriers + 8 * plane, plane_parity(s) ^ 1u);
-        const uint32_t planes = b_planes + plane * kStagePlaneBytes;
-        const uint32_t raw = b_raw + split_slot * kRawS16Bytes;
-        {
-          LeanS16RowContigSplit::Regs r;
-          box_low.load(raw, r);
-          split_low.store(r, planes);
-          box_high.load(raw, r);
-          split_high.store(r, planes);
-        }
-        wgmma::fence_proxy_async_shared();
-        tma::arrive(full_barriers + 8 * plane);
-        if (++split_slot == kSlots) {
-          split_slot = 0;
-          split_parity ^= 1u;
-        }
-      }
-      commit_block_stats(portable::gemm_stats_identity(), p.stats, p.stats_host, p.stats_arrivals);
-      return;
-    }
-    const int16_t* const b_data = static_cast<const int16_t*>(p.b.data);
-    ProducerGather gather;
-    TapWalk walk;
-    ColumnCursor cursor;
-    cursor.init(g, GatherCopy<int16_t>::chunk_column(int64_t(first_n) * kWgmmaTileN),
-                int64_t(ctas_per_row) * kWgmmaTileN);
-    int issue_stage = 0;
-    int issued = 0;
-    // The next stage of the CTA into raw slot `slot` (past the end: an empty group).
-    auto issue_next = [&](uint32_t slot) {
-      if (issued < total) {
-        if (issue_stage == 0) {
-          int64_t o64[3], n64;
-          cursor.position(o64, n64);
-          gather.init_at(g, cursor.col, o64, n64, p.n);
-          cursor.advance(g);
-          walk.init(g, 0);
-        }
-        gather.issue(b_raw + slot, b_data, g, walk, walk.channels(g));
-        walk.advance(g);
-        if (++issue_stage == stages) issue_stage = 0;
-      }
-      ++issued;
-      cp_async_commit();
-    };
-    for (int i = 0; i < kSlots - 1; ++i) issue_next(uint32_t(i) * kRawS16Bytes);
-
-    const int warp = threadIdx.x >> 5;
-    LeanS16RowContigSplit split_low, split_high;  // warps w and w + 4 of the 256-thread split
-    {
-      // LeanS16RowContigSplit::init reads the warp from threadIdx.x: the same arithmetic for a
-      // virtual warp.
-      const int lane = threadIdx.x & 31;
-      const int matrix = lane >> 3, r = lane & 7;
-      for (int h = 0; h < 2; ++h) {
-        LeanS16RowContigSplit& s = h == 0 ? split_low : split_high;
-        const int w = warp + 4 * h;
-        s.raw_offset = raw_rowcontig_offset(16 * (r >> 1) + 2 * matrix + (r & 1), w, 256);
-        s.plane_offset = wgmma::swizzle((8 * w + (lane >> 2)) * wgmma::kRowBytes + 16 * (lane & 3));
-      }
-    }
-    uint32_t raw_split = 0;                            // raw slot of stage s
-    uint32_t raw_issue = (kSlots - 1) * kRawS16Bytes;  // raw slot of stage s + R − 1
-#pragma unroll 1
-    for (int s = 0; s < total; ++s) {
-      // Stage s has landed for every producer thread, and all of them have split stage s − 1
-      // (whose raw slot the next copies reuse).
-      cp_async_wait<kSlots - 2>();
-      named_barrier_sync(1, 128);
-      issue_next(raw_issue);
-      raw_issue = raw_split;
-      // The slot is free once every consumer has given back the stage four before this one.
-      const int plane = plane_slot(s);
-      if (s >= kSpecializedPlaneSlots) tma::wait(empty_barriers + 8 * plane, plane_parity(s) ^ 1u);
-      const uint32_t planes = b_planes + plane * kStagePlaneBytes;
-      {
-        // One virtual warp after the other: 16 registers of raw words at a time.
-        LeanS16RowContigSplit::Regs r;
-        split_low.load(b_raw + raw_split, r);
-        split_low.store(r, planes);
-        split_high.load(b_raw + raw_split, r);
-        split_high.store(r, planes);
-      }
-      wgmma::fence_proxy_async_shared();
-      tma::arrive(full_barriers + 8 * plane);
-      raw_split = raw_split + kRawS16Bytes == kSlots * kRawS16Bytes ? 0u : raw_split + kRawS16Bytes;
-    }
-    cp_async_wait<0>();
-    commit_block_stats(portable::gemm_stats_identity(), p.stats, p.stats_host, p.stats_arrivals);
-    return;
-  }
-
-  // ------------------------------------------------------------------ the consumers
-  raise_registers<consumer_registers(kConsumers, kAStages)>();
-  const int consumer = warpgroup - 1;
 
   const uint64_t desc0 = wgmma::descriptor(smem_address);
   const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
@@ -450,28 +266,14 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
   const uint32_t staging =
       staging_region +
       (4 * consumer + warp_in_group) * specialized_warp_staging_bytes(kConsumers, kAStages);
-  // Padded staging rows: lane t addresses row t % 8 (+ 8 for the odd matrices) of the pair's first
-  // column block (+ 16 bytes for matrices 2 and 3).
   const uint32_t stsm_at =
       staging + ((lane & 7) + 8 * ((lane >> 3) & 1)) * kShallowStagePitch + 16 * (lane >> 4);
-  // Boxes: lane t addresses row t % 8 (+ 8 for the odd matrices) of the pair's first 16-byte
-  // column block (+ 1 for matrices 2 and 3), block b of row r stored at block b ^ (r % 8) (the
-  // map's 128-byte swizzle; the boxes are 1024-byte aligned). Pair jp's blocks are 2·jp and
-  // 2·jp + 1, so its address is stsm_row + ((32·jp) ^ stsm_swizzle).
   const uint32_t stsm_row = staging + ((lane & 7) + 8 * ((lane >> 3) & 1)) * 128;
   const uint32_t stsm_swizzle = 16 * ((lane >> 4) ^ (lane & 7));
-  // Only lane 0 of each warp issues, commits and waits for the warp's stores.
   const uint64_t store_policy = kBulkStores ? tma::evict_first_policy() : 0;
   const int32_t scale = p.epilogue.scale;
-  // 1, in a register the compiler cannot prove uniform (the bit count of the lane's own mask bit):
-  // with `one` and 2^(s−1) both in uniform registers, ptxas copied `one` into a vector register
-  // before each value's multiply-add L = ll·1 + 2^(s−1), an instruction more per value.
-  uint32_t lane_bit;
-  asm("mov.u32 %0, %%lanemask_eq;" : "=r"(lane_bit));
-  const uint32_t one = __popc(lane_bit) + (static_cast<uint32_t>(scale) >> 31);
-  const portable::ByteProductRounding rounding = portable::gemm_byte_product_rounding(scale, one);
-  // Elements past the matrix are products of zero fill (0), so starting both extremes at 0 moves
-  // nothing.
+  const portable::ByteProductRounding rounding = lane_varying_rounding(scale);
+  // Past the matrix: products of zero fill (0), so starting both extremes at 0 moves nothing.
   int32_t stat_max = 0, stat_min = 0;
   uint32_t stat_saturated = 0;
 
@@ -487,11 +289,6 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
     if (lane == 0) tma::arrive(empty_barriers + 8 * plane_slot(stage));
   };
 
-  // The descriptors of a stage's wgmmas, formed before the wait for the stage (with them formed
-  // between the wgmmas, ptxas moved each to the uniform registers just before its wgmma).
-  struct StageDescriptors {
-    uint64_t a_hi[2], a_lo[2], b_hi[2], b_lo[2];  // per k-step
-  };
   auto descriptors = [&](int si, int stage, uint32_t a_unit, uint32_t b_unit) {
     StageDescriptors d;
     const uint32_t plane_offset = plane_slot(stage) * kStagePlaneBytes;
@@ -519,10 +316,6 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
     }
   };
 
-  // Unit j of the CTA's tile `tile`: rows 64·(j / kColumnUnits) …, columns kUnitN·(j %
-  // kColumnUnits) … of the tile. `first_use`: the consumer waits for the stages to be full (its
-  // second unit of a tile reads stages it has already waited for); `last_use`: it gives each
-  // stage back once read.
   auto run_unit = [&](int tile, int j, bool first_use, bool last_use) {
     const int row_half = j / kColumnUnits, col_unit = j % kColumnUnits;
     const uint32_t a_unit = d_a + ((row_half * 64 * wgmma::kRowBytes) >> 4);
@@ -569,9 +362,6 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
       pack_block_pair(rounded, 8 * half + 2 * jp, w, pair_max, pair_min);
       stsm_x4(address, w[0], w[1], w[2], w[3]);
     };
-    // The staged paths' stmatrix and __syncwarp need the whole warp: their conditions must not
-    // depend on the lane (for the padded rows, all 16 of the warp's rows inside, not each lane's
-    // two).
     if (mapped) {
       // Through the warp's staging boxes, 64 columns at a time: a stmatrix per two column blocks
       // (four packed words), then one bulk tensor store of the 16 × 64 box by lane 0. The map
@@ -603,14 +393,7 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
       for (int half = 0; half < kUnitN / 64; ++half) {
 #pragma unroll
         for (int jp = 0; jp < 4; ++jp) stage_pair(half, jp, stsm_at + 32 * jp);
-        __syncwarp();
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int staged_row = 4 * k + (lane >> 3);
-          const uint4 v = lds128(staging + staged_row * kShallowStagePitch + 16 * (lane & 7));
-          *reinterpret_cast<uint4*>(warp_out + staged_row * rs + 64 * half + 8 * (lane & 7)) = v;
-        }
-        __syncwarp();
+        store_staged_rows(staging, warp_out, rs, half, lane);
       }
     } else {
       int16_t* const out0 =
@@ -637,39 +420,277 @@ __global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
     stat_min = min(stat_min, tile_min);
   };
 
-  // Unit u = tile · units + j of the CTA belongs to consumer u mod kConsumers: a consumer owns
-  // one or two units of a tile, or none.
-  int rotation = 0;  // (tile · units) mod kConsumers: the owner of the tile's unit 0
-#pragma unroll 1
-  for (int tile = 0; tile < tile_count; ++tile) {
-    const int j0 = (consumer - rotation + kConsumers) % kConsumers;
-    rotation = (rotation + units) % kConsumers;
-    if (j0 >= units) {
-#pragma unroll 1
-      for (int si = 0; si < stages; ++si) {
-        wait_full(tile * stages + si);
-        release(tile * stages + si);
-      }
-      continue;
-    }
-#pragma unroll 1
-    for (int j = j0; j < units; j += kConsumers)
-      run_unit(tile, j, j == j0, j + kConsumers >= units);
-  }
+  run_consumer_tiles<kConsumers>(tile_count, stages, units, consumer, run_unit, wait_full, release);
 
   // The last stores must have read their boxes before the CTA's shared memory goes.
   if (kBulkStores && lane == 0) tma::store_wait<0>();
   commit_block_stats(stored_stats(stat_max, stat_min, stat_saturated), p.stats, p.stats_host,
                      p.stats_arrivals);
+}
+
+// The producer where B is a plain matrix: thread 0 issues a stage's two boxes on its raw slot's
+// barrier, R − 1 stages ahead; every thread waits for the stage, then splits it into its plane
+// slot (BoxS16Split's reads, warps w and w + 4 of the 256-thread split per warp).
+template <int kAStages>
+__device__ __forceinline__ void run_bulk_producer(const CUtensorMap& b_map, uint32_t b_raw,
+                                                  uint32_t b_planes, uint32_t raw_full,
+                                                  uint32_t full_barriers, uint32_t empty_barriers,
+                                                  int total, int stages, int first_n,
+                                                  int ctas_per_row) {
+  constexpr int kSlots = specialized_raw_slots(kAStages);
+  constexpr uint32_t kStagePlaneBytes = 2 * kPlaneBytes;
+  // B by bulk tensor loads: thread 0 issues a stage's two boxes on its raw slot's barrier,
+  // R − 1 stages ahead; every thread waits for the stage, then splits it as below.
+  const bool issuer = threadIdx.x == 0;
+  if (issuer) tma::prefetch_map(&b_map);
+  int issue_tile = 0, issue_stage = 0, issued = 0;
+  uint32_t issue_slot = 0;
+  auto issue_next = [&] {
+    if (issuer && issued < total) {
+      const int32_t col0 = (first_n + issue_tile * ctas_per_row) * kWgmmaTileN;
+      const uint32_t dst = b_raw + issue_slot * kRawS16Bytes;
+      const uint32_t barrier = raw_full + 8 * issue_slot;
+      tma::arrive_expect_bytes(barrier, kRawS16Bytes);
+      tma::load_4d(dst, &b_map, col0, 0, 4 * issue_stage, 0, barrier);
+      tma::load_4d(dst + kRawS16Bytes / 2, &b_map, col0 + 64, 0, 4 * issue_stage, 0, barrier);
+    }
+    if (++issue_stage == stages) {
+      issue_stage = 0;
+      ++issue_tile;
+    }
+    ++issued;
+    issue_slot = issue_slot + 1 == kSlots ? 0u : issue_slot + 1;
+  };
+  for (int i = 0; i < kSlots - 1; ++i) issue_next();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  BoxS16Split box_low, box_high;  // warps w and w + 4 of the 256-thread split
+  box_low.init(warp, lane);
+  box_high.init(warp + 4, lane);
+  LeanS16RowContigSplit split_low, split_high;  // their plane offsets
+  split_low.plane_offset =
+      wgmma::swizzle((8 * warp + (lane >> 2)) * wgmma::kRowBytes + 16 * (lane & 3));
+  split_high.plane_offset =
+      wgmma::swizzle((8 * (warp + 4) + (lane >> 2)) * wgmma::kRowBytes + 16 * (lane & 3));
+  uint32_t split_slot = 0, split_parity = 0;
+#pragma unroll 1
+  for (int s = 0; s < total; ++s) {
+    tma::wait(raw_full + 8 * split_slot, split_parity);
+    // Every producer thread has split stage s − 1, whose raw slot the next loads reuse.
+    named_barrier_sync(1, 128);
+    issue_next();
+    const int plane = plane_slot(s);
+    if (s >= kSpecializedPlaneSlots) tma::wait(empty_barriers + 8 * plane, plane_parity(s) ^ 1u);
+    const uint32_t planes = b_planes + plane * kStagePlaneBytes;
+    const uint32_t raw = b_raw + split_slot * kRawS16Bytes;
+    {
+      LeanS16RowContigSplit::Regs r;
+      box_low.load(raw, r);
+      split_low.store(r, planes);
+      box_high.load(raw, r);
+      split_high.store(r, planes);
+    }
+    wgmma::fence_proxy_async_shared();
+    tma::arrive(full_barriers + 8 * plane);
+    if (++split_slot == kSlots) {
+      split_slot = 0;
+      split_parity ^= 1u;
+    }
+  }
+}
+
+// The producer where B is gathered: its 128 threads take the copies of 256 (ProducerGather),
+// R − 1 stages ahead, and split each landed stage into its plane slot as warps w and w + 4.
+template <int kAStages>
+__device__ __forceinline__ void run_gather_producer(const IntegerGemmArgs& p, uint32_t b_raw,
+                                                    uint32_t b_planes, uint32_t full_barriers,
+                                                    uint32_t empty_barriers, int total, int stages,
+                                                    int first_n, int ctas_per_row) {
+  constexpr int kSlots = specialized_raw_slots(kAStages);
+  constexpr uint32_t kStagePlaneBytes = 2 * kPlaneBytes;
+  const ConvGather& g = p.gather;
+  const int16_t* const b_data = static_cast<const int16_t*>(p.b.data);
+  ProducerGather gather;
+  TapWalk walk;
+  ColumnCursor cursor;
+  cursor.init(g, GatherCopy<int16_t>::chunk_column(int64_t(first_n) * kWgmmaTileN),
+              int64_t(ctas_per_row) * kWgmmaTileN);
+  int issue_stage = 0;
+  int issued = 0;
+  // The next stage of the CTA into raw slot `slot` (past the end: an empty group).
+  auto issue_next = [&](uint32_t slot) {
+    if (issued < total) {
+      if (issue_stage == 0) {
+        int64_t o64[3], n64;
+        cursor.position(o64, n64);
+        gather.init_at(g, cursor.col, o64, n64, p.n);
+        cursor.advance(g);
+        walk.init(g, 0);
+      }
+      gather.issue(b_raw + slot, b_data, g, walk, walk.channels(g));
+      walk.advance(g);
+      if (++issue_stage == stages) issue_stage = 0;
+    }
+    ++issued;
+    cp_async_commit();
+  };
+  for (int i = 0; i < kSlots - 1; ++i) issue_next(uint32_t(i) * kRawS16Bytes);
+
+  const int warp = threadIdx.x >> 5;
+  LeanS16RowContigSplit split_low, split_high;  // warps w and w + 4 of the 256-thread split
+  {
+    // LeanS16RowContigSplit::init reads the warp from threadIdx.x: the same arithmetic for a
+    // virtual warp.
+    const int lane = threadIdx.x & 31;
+    const int matrix = lane >> 3, r = lane & 7;
+    for (int h = 0; h < 2; ++h) {
+      LeanS16RowContigSplit& s = h == 0 ? split_low : split_high;
+      const int w = warp + 4 * h;
+      s.raw_offset = raw_rowcontig_offset(16 * (r >> 1) + 2 * matrix + (r & 1), w, 256);
+      s.plane_offset = wgmma::swizzle((8 * w + (lane >> 2)) * wgmma::kRowBytes + 16 * (lane & 3));
+    }
+  }
+  uint32_t raw_split = 0;                            // raw slot of stage s
+  uint32_t raw_issue = (kSlots - 1) * kRawS16Bytes;  // raw slot of stage s + R − 1
+#pragma unroll 1
+  for (int s = 0; s < total; ++s) {
+    // Stage s has landed for every producer thread, and all of them have split stage s − 1
+    // (whose raw slot the next copies reuse).
+    cp_async_wait<kSlots - 2>();
+    named_barrier_sync(1, 128);
+    issue_next(raw_issue);
+    raw_issue = raw_split;
+    // The slot is free once every consumer has given back the stage four before this one.
+    const int plane = plane_slot(s);
+    if (s >= kSpecializedPlaneSlots) tma::wait(empty_barriers + 8 * plane, plane_parity(s) ^ 1u);
+    const uint32_t planes = b_planes + plane * kStagePlaneBytes;
+    {
+      // One virtual warp after the other: 16 registers of raw words at a time.
+      LeanS16RowContigSplit::Regs r;
+      split_low.load(b_raw + raw_split, r);
+      split_low.store(r, planes);
+      split_high.load(b_raw + raw_split, r);
+      split_high.store(r, planes);
+    }
+    wgmma::fence_proxy_async_shared();
+    tma::arrive(full_barriers + 8 * plane);
+    raw_split = raw_split + kRawS16Bytes == kSlots * kRawS16Bytes ? 0u : raw_split + kRawS16Bytes;
+  }
+}
+
+// `c_map`: the output as a 2-D map of int16 (columns innermost), boxes of 64 columns × 16 rows,
+// 128-byte swizzle; `c_map_ok` = 0 where the output cannot be mapped (its row stride not a
+// multiple of 16 bytes, say), and the consumers then store words from their registers.
+// `b_map`: B as the 4-D map of BoxS16Split where B is a plain matrix (`b_map_ok` = 1); else the
+// producer gathers B by cp.async.
+template <bool kAKContig, int kAStages, int kConsumers>
+__global__ void __launch_bounds__(specialized_threads(kConsumers), 1)
+    gemm_shallow_specialized_kernel(const __grid_constant__ IntegerGemmArgs p,
+                                    const __grid_constant__ CUtensorMap c_map, int c_map_ok,
+                                    const __grid_constant__ CUtensorMap b_map, int b_map_ok) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kSlots = specialized_raw_slots(kAStages);
+  constexpr int kPlanes = kSpecializedPlaneSlots;
+  constexpr uint32_t kStagePlaneBytes = 2 * kPlaneBytes;
+  constexpr int kUnitN = specialized_unit_n(kConsumers);
+  constexpr int kColumnUnits = kWgmmaTileN / kUnitN;
+  // Bulk tensor stores, their lines marked evict-first in L2 (the output is written once and
+  // never read here: it should not push B out), for every kernel but the one-stage one with two
+  // consumers. Measured on the H200 against the consumers' own 16-byte stores, same run, ms:
+  // - three consumers (1x1 56x56 C256 K64 fprop, C64 K256 bprop; st.global.cs before): 0.051 →
+  //   0.047–0.048, 0.051–0.052 → 0.048–0.049;
+  // - two consumers, two stages (1x1 28x28 C128 K512 fprop, C512 K128 bprop): 0.044 → 0.040–0.041
+  //   (0.041–0.042 without the evict-first policy);
+  // - two consumers, one stage (1x1 56x56 C64 K256 fprop, C256 K64 bprop): 0.057 → 0.059–0.061,
+  //   so that kernel keeps its own stores (plain: st.global.cs measured 0.001 slower there).
+  constexpr bool kBulkStores = specialized_bulk_stores(kConsumers, kAStages);
+
+  extern __shared__ unsigned char smem_raw[];
+  // The ring's barriers: in static shared memory where the bulk stores' boxes leave no room in
+  // the dynamic part. (Measured on the H200 with them at the dynamic part's end there: 1x1 C128
+  // K512 28x28 fprop and C512 K128 bprop 0.041–0.042 → 0.043–0.044 ms, with more spills. The
+  // kernel without bulk stores keeps them at the end, where it measured fastest.)
+  __shared__ uint64_t static_barriers[kBulkStores ? 2 * kSpecializedPlaneSlots : 1];
+  __shared__ uint64_t raw_barriers[kSlots];  // B's raw slots, where they are bulk-loaded
+  const uint32_t smem_address = aligned_shared_address(smem_raw);
+  const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
+  const uint32_t b_raw = a_region + kAStages * kShallowAStageBytes;
+  const uint32_t b_planes = b_raw + kSlots * kRawS16Bytes;
+  const uint32_t staging_region = b_planes + kPlanes * kStagePlaneBytes;
+  const uint32_t full_barriers =
+      kBulkStores ? tma::shared_address(static_barriers)
+                  : staging_region + specialized_stage_bytes(kConsumers, kAStages);
+  const uint32_t empty_barriers = full_barriers + 8 * kPlanes;
+
+  const int stages = kAStages == 1 ? 1 : static_cast<int>(p.k / kWgmmaStageK);
+  const int tiles_m = p.tiles_m;
+  const int tile_m = static_cast<int>(blockIdx.x) % tiles_m;
+  const int ctas_per_row = static_cast<int>(gridDim.x) / tiles_m;
+  const int first_n = static_cast<int>(blockIdx.x) / tiles_m;
+  if (first_n >= p.tiles_n) {  // not launched so (ctas_per_row ≤ tiles_n), but counted if it were
+    wait_for_prerequisite_grid();
+    commit_block_stats(portable::gemm_stats_identity(), p.stats, p.stats_host, p.stats_arrivals);
+    return;
+  }
+  const int tile_count = (p.tiles_n - first_n + ctas_per_row - 1) / ctas_per_row;
+  const int total = tile_count * stages;
+  const int64_t row0 = int64_t(tile_m) * kWgmmaTileM;
+  const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
+  // A column tile's units (64 rows × kUnitN columns, a consumer's wgmma tile): row halves (two
+  // where the tile row has more than 64 rows, else one) times column parts.
+  const int units = (rows_a > 64 ? 2 : 1) * kColumnUnits;
+
+  const bool b_mapped = b_map_ok != 0;
+  const uint32_t raw_full = tma::shared_address(raw_barriers);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kPlanes; ++s) {
+      tma::barrier_init(full_barriers + 8 * s, 128);              // every producer thread
+      tma::barrier_init(empty_barriers + 8 * s, 4 * kConsumers);  // a lane per consumer warp
+    }
+    if (b_mapped) {
+      for (int s = 0; s < kSlots; ++s) tma::barrier_init(raw_full + 8 * s, 1);  // the issuer
+      tma::barrier_init_fence();
+    }
+  }
+  // Launched as a programmatic dependent (dependent_launch.cuh): nothing above touched global
+  // memory, everything below may read what the grid before wrote, or write what it reads.
+  wait_for_prerequisite_grid();
+  // A: every stage of the tile row, copied raw and split in place by the first 256 threads (the
+  // lockstep kernel's mappings).
+  if (threadIdx.x < kWgmmaThreads) {
+    copy_a_stages<kAKContig>(p, a_region, row0, rows_a, stages);
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  split_a_blocks_in_place<kAKContig>(a_region, stages);
+
+  // Broadcast from lane 0, so that the compiler knows it is the same in the whole warp: the
+  // consumers' wgmma descriptors, formed from it per unit, then stay in uniform registers.
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
+  if (warpgroup == 0) {
+    // ---------------------------------------------------------------- the producer
+    lower_registers<producer_registers(kConsumers, kAStages)>();
+    if (b_mapped) {
+      run_bulk_producer<kAStages>(b_map, b_raw, b_planes, raw_full, full_barriers, empty_barriers,
+                                  total, stages, first_n, ctas_per_row);
+      commit_block_stats(portable::gemm_stats_identity(), p.stats, p.stats_host, p.stats_arrivals);
+      return;
+    }
+    run_gather_producer<kAStages>(p, b_raw, b_planes, full_barriers, empty_barriers, total, stages,
+                                  first_n, ctas_per_row);
+    cp_async_wait<0>();
+    commit_block_stats(portable::gemm_stats_identity(), p.stats, p.stats_host, p.stats_arrivals);
+    return;
+  }
+
+  raise_registers<consumer_registers(kConsumers, kAStages)>();
+  run_specialized_consumer<kAStages, kConsumers>(p, c_map, c_map_ok, smem_address, a_region,
+                                                 b_planes, staging_region, full_barriers,
+                                                 empty_barriers, stages, ctas_per_row, first_n,
+                                                 tile_count, row0, rows_a, units, warpgroup - 1);
 #elif defined(__CUDA_ARCH__)
   __trap();  // the PTX fallback: never launched (prepare_shallow_specialized reports false)
 #endif
-}
-
-template <bool kAKContig, int kAStages, int kConsumers>
-bool prepare_specialized_one() {
-  return prepare_sm90_kernel(gemm_shallow_specialized_kernel<kAKContig, kAStages, kConsumers>,
-                             specialized_smem_bytes(kConsumers, kAStages));
 }
 
 template <bool kAKContig, int kAStages, int kConsumers>
@@ -680,6 +701,12 @@ void launch_specialized_one(dim3 grid, const IntegerGemmArgs& args, const CUtens
                    dim3(specialized_threads(kConsumers)),
                    specialized_smem_bytes(kConsumers, kAStages), stream, args, c_map,
                    c_map_ok ? 1 : 0, b_map, b_map_ok ? 1 : 0);
+}
+
+template <bool kAKContig, int kAStages, int kConsumers>
+bool prepare_specialized_one() {
+  return prepare_sm90_kernel(gemm_shallow_specialized_kernel<kAKContig, kAStages, kConsumers>,
+                             specialized_smem_bytes(kConsumers, kAStages));
 }
 
 }  // namespace wgmma_detail

@@ -87,123 +87,73 @@ __device__ __forceinline__ void stsm_x4_trans(uint32_t address, uint32_t r0, uin
       : "memory");
 }
 
-// `b_map`: B (k-rows of n positions, channel_stride apart) as a 5-D map of channel
-// k = b + 4·a + 2·h + 16·j at (position, b, a, h, j), boxes of 64 positions × 2 × 4 × 2 × 4:
-// box row R = b + 2·a + 8·h + 16·j. A warp's ldmatrix.trans matrix (k32 step s, k-half kh,
-// position half ph, h) takes as its row r the channel 32·s + 16·kh + 4·(r / 2) + r % 2 + 2·h,
-// box row r + 8·h + 16·kh + 32·s: R % 8 = r, so the eight rows of a matrix, at 16-byte chunk
-// c ^ (R % 8) under the swizzle, fall in eight different banks. Lane 4·g + t then holds, for
-// position g (+ 8·ph), channels 4·t + 2·h and the next: two such words are the four int16 of an
-// A-fragment register, split into high and low bytes by two byte permutes.
-// `c_map`: C as a 2-D map, boxes of 64 positions × 64 rows, 128-byte swizzle.
-//
-// kWide: up to 256 output rows over one stage (k ≤ 64: C64 K256 fprop, C256 K64 bprop, where the
-// output is four times the input). A's 16 KB blocks are then its row blocks of 128, and a tile's
-// unit is a 64-row quarter of it: the stage is read and split into fragments once, and each
-// quarter takes the same fragments against its own rows of A, then its own epilogue and store.
-template <bool kAKContig, bool kWide>
-__global__ void __launch_bounds__(kTransposedThreads, 1)
-    gemm_shallow_transposed_kernel(const __grid_constant__ IntegerGemmArgs p,
-                                   const __grid_constant__ CUtensorMap b_map,
-                                   const __grid_constant__ CUtensorMap c_map) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kSlots = kTransposedSlots;
-
-  extern __shared__ unsigned char smem_raw[];
-  __shared__ uint64_t full_barriers[kTransposedConsumers * kSlots];
-  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  const uint32_t smem_address = raw_address + ((1024u - (raw_address & 1023u)) & 1023u);
-  const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
-  const uint32_t consumer_region = a_region + kShallowMaxStages * kShallowAStageBytes;
-
+// A's row blocks of 128 over one stage (the wide form's A), copied raw into the A region (block
+// s at a_region + s · 16 KB); rows past rows_a are zero-filled.
+template <bool kAKContig>
+__device__ __forceinline__ void copy_a_row_blocks(const IntegerGemmArgs& p, uint32_t a_region,
+                                                  int rows_a, int blocks) {
   const ConvGather& g = p.gather;
-  const int stages = static_cast<int>((p.k + kWgmmaStageK - 1) / kWgmmaStageK);
-  const int rows_a = static_cast<int>(p.m);  // ≤ 64, or ≤ 256 where kWide (the host's condition)
-  // A's 16 KB blocks: its k stages, or (kWide: one stage) its row blocks of 128.
-  const int a_blocks = kWide ? (rows_a + 127) / 128 : stages;
-
-  // Tiles of consumer c: worker c + kConsumers·blockIdx.x, then every workers-th one (neighbouring
-  // workers on neighbouring tiles at any one time). Its stage q (tile q / stages, stage q %
-  // stages) goes to its raw slot q % kSlots.
-  const int64_t tiles = (p.n + kTransposedTileN - 1) / kTransposedTileN;
-  const int workers = static_cast<int>(gridDim.x) * kTransposedConsumers;
-  auto worker_of = [&](int c) { return static_cast<int>(blockIdx.x) * kTransposedConsumers + c; };
-  auto stages_of = [&](int c) {
-    const int w = worker_of(c);
-    return (tiles > w ? static_cast<int>((tiles - w + workers - 1) / workers) : 0) * stages;
-  };
-  const uint64_t read_policy = tma::evict_first_policy();
-  auto issue = [&](int c, int q) {
-    const int slot = q % kSlots;
-    const int32_t position0 = static_cast<int32_t>(
-        (int64_t(worker_of(c)) + int64_t(q / stages) * workers) * kTransposedTileN);
-    const uint32_t barrier = tma::shared_address(&full_barriers[c * kSlots + slot]);
-    tma::arrive_expect_bytes(barrier, kTransposedStageBytes);
-    tma::load_5d_hinted(
-        consumer_region + c * kTransposedConsumerBytes + slot * kTransposedStageBytes, &b_map,
-        position0, 0, 0, 0, 4 * (q % stages), barrier, read_policy);
-  };
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kTransposedConsumers * kSlots; ++s)
-      tma::barrier_init(tma::shared_address(&full_barriers[s]), 1);
-    tma::barrier_init_fence();
-    tma::prefetch_map(&b_map);
-    tma::prefetch_map(&c_map);
+  const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data);
+  const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
+  TapWalk walk;
+  walk.init(g, 0);
+  for (int s = 0; s < blocks; ++s) {
+    const int rows = rows_a - 128 * s < 128 ? rows_a - 128 * s : 128;
+    copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes,
+                                       a_tile + int64_t(128 * s) * p.a.row_stride, a_ld, rows,
+                                       walk.channels(g));
   }
-  // Launched as a programmatic dependent (dependent_launch.cuh): nothing above touched global
-  // memory, everything below may read what the grid before wrote, or write what it reads.
-  wait_for_prerequisite_grid();
-  // A: every stage, copied raw and split in place by the first 256 threads (the shallow kernels'
-  // mappings). Rows past m and channels past k are zeros, so the products there are 0.
-  if (threadIdx.x < kWgmmaThreads) {
-    const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data);
-    const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
-    TapWalk walk;
-    walk.init(g, 0);
-    for (int s = 0; s < a_blocks; ++s) {
-      if constexpr (kWide) {
-        const int rows = rows_a - 128 * s < 128 ? rows_a - 128 * s : 128;
-        copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes,
-                                           a_tile + int64_t(128 * s) * p.a.row_stride, a_ld, rows,
-                                           walk.channels(g));
-      } else {
-        copy_raw_stage<int16_t, kAKContig>(a_region + s * kShallowAStageBytes,
-                                           a_tile + walk.a_offset, a_ld, rows_a, walk.channels(g));
-        walk.advance(g);
-      }
-    }
-    cp_async_commit();
-  }
-  // Every consumer's first stages, issued by the thread that set up their barriers once all of
-  // A's copies are on their way (ahead of them), the consumers' first stages first: B's first
-  // bytes arrive while A is split.
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int q = 0; q < kSlots; ++q) {
-      for (int c = 0; c < kTransposedConsumers; ++c)
-        if (q < stages_of(c)) issue(c, q);
-    }
-  }
-  if (threadIdx.x < kWgmmaThreads) cp_async_wait<0>();
-  __syncthreads();
-  split_a_blocks_in_place<kAKContig>(a_region, a_blocks);
+}
 
-  // Broadcast from lane 0: the compiler then knows it is the same in the whole warp.
-  const int consumer = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
+// A unit's 64 positions × 64 rows of C from row0 (its values combined: H and L in the rounding),
+// rounded, through the staging box at `box` (the store that last read it has, once the
+// consumer's issuer has waited for it) to a bulk tensor store by the consumer's issuer; the
+// running pair extremes of the stored values kept.
+template <typename Rounded>
+__device__ __forceinline__ void store_transposed_box(const Rounded& rounded,
+                                                     const CUtensorMap& c_map, uint32_t box,
+                                                     uint32_t stsm_offset, int consumer,
+                                                     bool issuer, int32_t position0, int32_t row0,
+                                                     uint64_t store_policy, uint32_t& pair_max,
+                                                     uint32_t& pair_min) {
+  // The store that last read this box (kTransposedBoxes units ago) is done reading it.
+  if (issuer) tma::store_wait_read<kTransposedBoxes - 1>();
+  transposed_barrier_sync(1 + consumer);
+#pragma unroll
+  for (int jp = 0; jp < 4; ++jp) {
+    uint32_t w[4];  // (column block 2·jp, then 2·jp + 1) × (position half 0, 1)
+    pack_block_pair(rounded, 2 * jp, w, pair_max, pair_min);
+    stsm_x4_trans(box + stsm_offset + 2048 * jp, w[0], w[1], w[2], w[3]);
+  }
+  wgmma::fence_proxy_async_shared();
+  transposed_barrier_sync(1 + consumer);
+  if (issuer) {
+    tma::store_2d_hinted(&c_map, position0, row0, box, store_policy);
+    tma::store_commit();
+  }
+}
+
+// A transposed-kernel consumer (`consumer`, its four warps): its tiles, stage by stage from its
+// raw ring (refilled kTransposedSlots stages ahead by its issuer through `issue`), each unit's
+// epilogue through its staging boxes; then the statistics. `full`: its raw slots' barriers.
+template <bool kWide, typename WorkerOf, typename StagesOf, typename Issue>
+__device__ __forceinline__ void run_transposed_consumer(
+    const IntegerGemmArgs& p, const CUtensorMap& c_map, uint32_t smem_address, uint32_t a_region,
+    uint32_t consumer_region, uint32_t full, int stages, int rows_a, int workers, int consumer,
+    const WorkerOf& worker_of, const StagesOf& stages_of, const Issue& issue) {
+  constexpr int kSlots = kTransposedSlots;
   const int warp = (threadIdx.x >> 5) & 3;
   const int lane = threadIdx.x & 31;
   const bool issuer = (threadIdx.x & 127) == 0;
   const uint32_t raw_ring = consumer_region + consumer * kTransposedConsumerBytes;
   const uint32_t boxes = raw_ring + kSlots * kTransposedStageBytes;
-  const uint32_t full = tma::shared_address(&full_barriers[consumer * kSlots]);
   const int worker = worker_of(consumer);
   const int total = stages_of(consumer);
   const int my_tiles = total / stages;
 
-  const uint64_t desc0 = wgmma::descriptor(smem_address);
-  const uint32_t desc_hi = static_cast<uint32_t>(desc0 >> 32);
-  const uint32_t d_a = static_cast<uint32_t>(desc0) + ((a_region - smem_address) >> 4);
+  uint32_t desc_hi, desc_lo;
+  wgmma::descriptor_words(smem_address, desc_hi, desc_lo);
+  const uint32_t d_a = desc_lo + ((a_region - smem_address) >> 4);
   auto desc = [&](uint32_t lo) { return uint64_t(lo) | (uint64_t(desc_hi) << 32); };
 
   // This lane's ldmatrix.trans row in a raw stage: matrix i = lane / 8 is (ph, h) = (i / 2, i % 2),
@@ -216,14 +166,9 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
   const uint32_t stsm_offset = (8 * (matrix >> 1) + r) * 128 + 16 * ((2 * warp + (matrix & 1)) ^ r);
 
   const uint64_t store_policy = tma::evict_first_policy();
-  const int32_t scale = p.epilogue.scale;
-  // 1 in a register the compiler cannot prove uniform (see gemm_shallow_specialized.cuh).
-  uint32_t lane_bit;
-  asm("mov.u32 %0, %%lanemask_eq;" : "=r"(lane_bit));
-  const uint32_t one = __popc(lane_bit) + (static_cast<uint32_t>(scale) >> 31);
-  const portable::ByteProductRounding rounding = portable::gemm_byte_product_rounding(scale, one);
-  // Values past the matrix (positions past n, rows past m) are products of zero fill: starting
-  // both extremes at 0 moves nothing, and none of them is clamped.
+  const portable::ByteProductRounding rounding = lane_varying_rounding(p.epilogue.scale);
+  // Values past the matrix (positions past n, rows past m) are products of zero fill, and none
+  // of them is clamped.
   int32_t stat_max = 0, stat_min = 0;
   uint32_t stat_saturated = 0;
 
@@ -267,6 +212,16 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
     for (int i = 0; i < 4; ++i)
       asm volatile("" : "+r"(frag_hi[s][i]), "+r"(frag_lo[s][i])::"memory");
   };
+  // Step s's wgmmas against A's rows from byte offset `rows` (the tile's first: `fresh`).
+  auto k_step = [&](int s, uint32_t rows, bool fresh) {
+    const uint32_t b_step = (rows + 32 * s) >> 4;
+    const uint64_t b_hi = desc(d_a + b_step), b_lo = desc(d_a + b_step + (kPlaneBytes >> 4));
+    if (fresh) {
+      wgmma::byte_products_rs<true>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi, b_lo);
+    } else {
+      wgmma::byte_products_rs<false>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi, b_lo);
+    }
+  };
   // Stage q of the consumer (stage si of its tile): its raw words, the slot's refill, then per
   // k32 step its fragments and wgmmas, each step a commit group of its own. Step s's fragments
   // are rewritten once the previous stage's step s is done, which is once at most one group is
@@ -285,14 +240,8 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
         transposed_barrier_sync(1 + consumer);
         if (issuer && q + kSlots < total) issue(consumer, q + kSlots);
       }
-      const uint32_t b_step = (si * kShallowAStageBytes + 32 * s) >> 4;
-      const uint64_t b_hi = desc(d_a + b_step), b_lo = desc(d_a + b_step + (kPlaneBytes >> 4));
       wgmma::fence();
-      if (decltype(fresh)::value && s == 0) {
-        wgmma::byte_products_rs<true>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi, b_lo);
-      } else {
-        wgmma::byte_products_rs<false>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi, b_lo);
-      }
+      k_step(s, si * kShallowAStageBytes, decltype(fresh)::value && s == 0);
       wgmma::commit_group();
     }
   };
@@ -309,25 +258,11 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
     wgmma::pin_registers(acc_mid);
     wgmma::pin_registers(acc_lo);
     combine_byte_products_in_place(acc_hi, acc_mid, acc_lo, rounding);
-    const uint32_t box = boxes + box_turn * kTransposedBoxBytes;
-    // The store that last read this box (kTransposedBoxes units ago) is done reading it.
-    if (issuer) tma::store_wait_read<kTransposedBoxes - 1>();
-    transposed_barrier_sync(1 + consumer);
     uint32_t pair_max = 0x80008000u, pair_min = 0x7fff7fffu;
-#pragma unroll
-    for (int jp = 0; jp < 4; ++jp) {
-      uint32_t w[4];  // (column block 2·jp, then 2·jp + 1) × (position half 0, 1)
-      pack_block_pair(rounded, 2 * jp, w, pair_max, pair_min);
-      stsm_x4_trans(box + stsm_offset + 2048 * jp, w[0], w[1], w[2], w[3]);
-    }
-    wgmma::fence_proxy_async_shared();
-    transposed_barrier_sync(1 + consumer);
-    if (issuer) {
-      const int32_t position0 =
-          static_cast<int32_t>((int64_t(worker) + int64_t(tile) * workers) * kTransposedTileN);
-      tma::store_2d_hinted(&c_map, position0, row0, box, store_policy);
-      tma::store_commit();
-    }
+    store_transposed_box(
+        rounded, c_map, boxes + box_turn * kTransposedBoxBytes, stsm_offset, consumer, issuer,
+        static_cast<int32_t>((int64_t(worker) + int64_t(tile) * workers) * kTransposedTileN), row0,
+        store_policy, pair_max, pair_min);
     box_turn = box_turn + 1 == kTransposedBoxes ? 0 : box_turn + 1;
     const int32_t unit_max = pair_max_value(pair_max);
     const int32_t unit_min = pair_min_value(pair_min);
@@ -356,17 +291,7 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
             (quarter >> 1) * kShallowAStageBytes + (quarter & 1) * 64 * wgmma::kRowBytes;
         wgmma::fence();
 #pragma unroll
-        for (int s = 0; s < 2; ++s) {
-          const uint32_t b_step = (rows + 32 * s) >> 4;
-          const uint64_t b_hi = desc(d_a + b_step), b_lo = desc(d_a + b_step + (kPlaneBytes >> 4));
-          if (s == 0) {
-            wgmma::byte_products_rs<true>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi,
-                                          b_lo);
-          } else {
-            wgmma::byte_products_rs<false>(acc_hi, acc_mid, acc_lo, frag_hi[s], frag_lo[s], b_hi,
-                                           b_lo);
-          }
-        }
+        for (int s = 0; s < 2; ++s) k_step(s, rows, s == 0);
         wgmma::commit_group();
         finish_unit(tile, 64 * quarter);
       }
@@ -389,6 +314,101 @@ __global__ void __launch_bounds__(kTransposedThreads, 1)
   commit_block_store_stats(static_cast<uint32_t>(stored_stats(stat_max, stat_min, 0).max_abs_m),
                            stat_saturated, p.stats, p.stats_host, p.stats_arrivals);
   if (issuer) tma::store_wait<0>();
+}
+
+// `b_map`: B (k-rows of n positions, channel_stride apart) as a 5-D map of channel
+// k = b + 4·a + 2·h + 16·j at (position, b, a, h, j), boxes of 64 positions × 2 × 4 × 2 × 4:
+// box row R = b + 2·a + 8·h + 16·j. A warp's ldmatrix.trans matrix (k32 step s, k-half kh,
+// position half ph, h) takes as its row r the channel 32·s + 16·kh + 4·(r / 2) + r % 2 + 2·h,
+// box row r + 8·h + 16·kh + 32·s: R % 8 = r, so the eight rows of a matrix, at 16-byte chunk
+// c ^ (R % 8) under the swizzle, fall in eight different banks. Lane 4·g + t then holds, for
+// position g (+ 8·ph), channels 4·t + 2·h and the next: two such words are the four int16 of an
+// A-fragment register, split into high and low bytes by two byte permutes.
+// `c_map`: C as a 2-D map, boxes of 64 positions × 64 rows, 128-byte swizzle.
+//
+// kWide: up to 256 output rows over one stage (k ≤ 64: C64 K256 fprop, C256 K64 bprop, where the
+// output is four times the input). A's 16 KB blocks are then its row blocks of 128, and a tile's
+// unit is a 64-row quarter of it: the stage is read and split into fragments once, and each
+// quarter takes the same fragments against its own rows of A, then its own epilogue and store.
+template <bool kAKContig, bool kWide>
+__global__ void __launch_bounds__(kTransposedThreads, 1)
+    gemm_shallow_transposed_kernel(const __grid_constant__ IntegerGemmArgs p,
+                                   const __grid_constant__ CUtensorMap b_map,
+                                   const __grid_constant__ CUtensorMap c_map) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kSlots = kTransposedSlots;
+
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ uint64_t full_barriers[kTransposedConsumers * kSlots];
+  const uint32_t smem_address = aligned_shared_address(smem_raw);
+  const uint32_t a_region = smem_address;  // stage s at + s · 16 KB: high plane, then low
+  const uint32_t consumer_region = a_region + kShallowMaxStages * kShallowAStageBytes;
+  const int stages = static_cast<int>((p.k + kWgmmaStageK - 1) / kWgmmaStageK);
+  const int rows_a = static_cast<int>(p.m);  // ≤ 64, or ≤ 256 where kWide (the host's condition)
+  // A's 16 KB blocks: its k stages, or (kWide: one stage) its row blocks of 128.
+  const int a_blocks = kWide ? (rows_a + 127) / 128 : stages;
+
+  // Tiles of consumer c: worker c + kConsumers·blockIdx.x, then every workers-th one (neighbouring
+  // workers on neighbouring tiles at any one time). Its stage q (tile q / stages, stage q %
+  // stages) goes to its raw slot q % kSlots.
+  const int64_t tiles = (p.n + kTransposedTileN - 1) / kTransposedTileN;
+  const int workers = static_cast<int>(gridDim.x) * kTransposedConsumers;
+  auto worker_of = [&](int c) { return static_cast<int>(blockIdx.x) * kTransposedConsumers + c; };
+  auto stages_of = [&](int c) {
+    const int w = worker_of(c);
+    return (tiles > w ? static_cast<int>((tiles - w + workers - 1) / workers) : 0) * stages;
+  };
+  const uint64_t read_policy = tma::evict_first_policy();
+  auto issue = [&](int c, int q) {
+    const int slot = q % kSlots;
+    const int32_t position0 = static_cast<int32_t>(
+        (int64_t(worker_of(c)) + int64_t(q / stages) * workers) * kTransposedTileN);
+    const uint32_t barrier = tma::shared_address(&full_barriers[c * kSlots + slot]);
+    tma::arrive_expect_bytes(barrier, kTransposedStageBytes);
+    tma::load_5d_hinted(
+        consumer_region + c * kTransposedConsumerBytes + slot * kTransposedStageBytes, &b_map,
+        position0, 0, 0, 0, 4 * (q % stages), barrier, read_policy);
+  };
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kTransposedConsumers * kSlots; ++s)
+      tma::barrier_init(tma::shared_address(&full_barriers[s]), 1);
+    tma::barrier_init_fence();
+    tma::prefetch_map(&b_map);
+    tma::prefetch_map(&c_map);
+  }
+  // Launched as a programmatic dependent (dependent_launch.cuh): nothing above touched global
+  // memory, everything below may read what the grid before wrote, or write what it reads.
+  wait_for_prerequisite_grid();
+  // A: every stage, copied raw and split in place by the first 256 threads (the shallow kernels'
+  // mappings). Rows past m and channels past k are zeros, so the products there are 0.
+  if (threadIdx.x < kWgmmaThreads) {
+    if constexpr (kWide) {
+      copy_a_row_blocks<kAKContig>(p, a_region, rows_a, a_blocks);
+    } else {
+      copy_a_stages<kAKContig>(p, a_region, 0, rows_a, a_blocks);
+    }
+    cp_async_commit();
+  }
+  // Every consumer's first stages, issued by the thread that set up their barriers once all of
+  // A's copies are on their way (ahead of them), the consumers' first stages first: B's first
+  // bytes arrive while A is split.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < kSlots; ++q) {
+      for (int c = 0; c < kTransposedConsumers; ++c)
+        if (q < stages_of(c)) issue(c, q);
+    }
+  }
+  if (threadIdx.x < kWgmmaThreads) cp_async_wait<0>();
+  __syncthreads();
+  split_a_blocks_in_place<kAKContig>(a_region, a_blocks);
+
+  // Broadcast from lane 0: the compiler then knows it is the same in the whole warp.
+  const int consumer = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
+  run_transposed_consumer<kWide>(p, c_map, smem_address, a_region, consumer_region,
+                                 tma::shared_address(&full_barriers[consumer * kSlots]), stages,
+                                 rows_a, workers, consumer, worker_of, stages_of, issue);
 #elif defined(__CUDA_ARCH__)
   __trap();  // the PTX fallback: never launched (prepare_shallow_transposed reports false)
 #endif

@@ -67,7 +67,12 @@ namespace flexkit::backend::cuda::gemm_kernels {
 // at most one wgmma group is pending; barrier. R − 1 stages stay in flight while one is split.
 // The split of stage s + 1 reads its raw words before the wgmmas and copies of stage s and
 // permutes/stores them after (LeanSplitter), and a wide n-contiguous u8 B's extra rows are split
-// by all eight warps.
+// by all eight warps. Stage s + 1's raw slot is complete since the barrier that ended iteration
+// s − 1 (cp.async.wait + __syncthreads), so its A words can be read before anything else. The
+// last iteration splits too (stale raw bytes into plane slot (s + 1) % 3, which no wgmma reads
+// any more, and finish_tile reuses the shared memory only after the final barrier): a load and a
+// store under a `stage + 1 < stage_count` guard made nvcc thread that branch through the wgmma
+// and copy code between them, six copies of the loop body.
 //
 // kGather (implicit GEMM, see ConvGather): kGatherTaps gathers an n-contiguous B (no batch): K
 // counts stages of the tap-major walk (p.k = 64 · taps · channel_stages) and every stage's copies
@@ -77,6 +82,126 @@ namespace flexkit::backend::cuda::gemm_kernels {
 // instead of one grid tile: its own instantiation, because the work-item loop costs the
 // one-tile launches 2-3 % (measured on fprop and bprop).
 inline constexpr int kGatherNone = 0, kGatherTaps = 1, kGatherUpdate = 2, kGatherUpdateStreamK = 3;
+
+namespace wgmma_detail {
+
+// The CTA's work item number `index` into `item`; false past its last. Without stream-K that is
+// the grid's one tile. A stream-K item is decoded by one thread into shared memory and read back
+// (volatile) where it is used, so nothing of it stays in registers across the main loop beside
+// the 192 accumulators.
+template <bool kStreamK>
+__device__ __forceinline__ bool next_work_item(const IntegerGemmArgs& p, int index,
+                                               WorkItem& shared_item, int& shared_has_item,
+                                               WorkItem& item) {
+  if constexpr (!kStreamK) {
+    if (index > 0) return false;
+    grid_item(p, item);
+  } else {
+    __syncthreads();  // the previous item's end has read shared memory and shared_item
+    if (threadIdx.x == 0) {
+      WorkItem w;
+      const bool has = stream_k_item(p, index, w);
+      *static_cast<volatile int*>(&shared_has_item) = has ? 1 : 0;
+      if (has) copy_work_item(static_cast<volatile WorkItem&>(shared_item), w);
+    }
+    __syncthreads();
+    if (*static_cast<volatile int*>(&shared_has_item) == 0) return false;
+    copy_work_item(item, static_cast<const volatile WorkItem&>(shared_item));
+  }
+  return true;
+}
+
+// The lean kernel's shared memory: a 3-slot plane ring, then the raw ring (wgmma_ring.cuh),
+// `p.raw_stages` slots deep.
+template <bool kBIsU8, int kTileN>
+struct LeanRing {
+  static constexpr int kStageBytes = deep_stage_bytes(kBIsU8, kTileN);  // a plane slot
+  static constexpr int kAHi = 0, kALo = kPlaneBytes, kBHi = 2 * kPlaneBytes, kBLo = 3 * kPlaneBytes;
+  static constexpr int kRawBytes = raw_stage_bytes(kBIsU8, kTileN);  // a raw slot
+  static constexpr int kRawRing = kDeepPlaneSlots * kStageBytes;     // the raw ring's offset
+  static constexpr uint32_t kPlaneRingBytes = kDeepPlaneSlots * kStageBytes;
+  static constexpr int kDefaultRing = deep_max_raw_stages(kBIsU8, kTileN);
+  static_assert(kDefaultRing >= 2 && kDefaultRing - 2 <= 7, "cp.async.wait_group immediate");
+};
+
+// What a variant of the lean kernel does: its work items (stream-K: the update form only, else
+// one tile of the grid), its gathered B, and when it reads a stage's A words for the split.
+template <bool kBIsU8, bool kBKContig, int kTileN, int kGather>
+struct LeanVariant {
+  static_assert(kTileN == kWgmmaTileN || (kBIsU8 && kTileN == kWideTileN), "tile widths");
+  static_assert(kGather != kGatherTaps || (!kBKContig && kTileN == kWgmmaTileN),
+                "tap-major gathered B: n-contiguous");
+  static constexpr bool kStreamK = kGather == kGatherUpdateStreamK;
+  static constexpr bool kUpdateGather = kGather == kGatherUpdate || kStreamK;
+  static_assert(!kUpdateGather || (kBKContig && kTileN == kWgmmaTileN),
+                "update gathered B: k-contiguous");
+  // A's raw words across the wgmma and copy issue cost 16 registers there; where ptxas then
+  // spills (the wide u8 tile with B n-contiguous: 2 · 96 accumulators and three transposing
+  // splitters' offsets) the stage is split A then B, just the extra rows balanced.
+  static constexpr bool kLoadAEarly = !(kBIsU8 && kTileN > kWgmmaTileN && !kBKContig);
+};
+
+// A tile's operands in global memory: A's and B's tiles at the item's first k (A's at k 0 where
+// its stages are addressed per tap), their leading dimensions and the step of a stage along K.
+template <bool kBIsU8>
+struct LeanOperands {
+  using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
+  const int16_t* a_tile;
+  const BElement* b_tile;
+  int64_t a_ld, b_ld, a_stage_step, b_stage_step;
+
+  template <bool kAKContig, bool kBKContig, bool kATapOffsets>
+  __device__ __forceinline__ void init(const IntegerGemmArgs& p, int64_t batch, int64_t row0,
+                                       int64_t col0, int64_t k_begin) {
+    a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
+             row0 * p.a.row_stride + (kATapOffsets ? 0 : k_begin * p.a.k_stride);
+    b_tile = static_cast<const BElement*>(p.b.data) + batch * p.b.batch_stride +
+             col0 * p.b.row_stride + k_begin * p.b.k_stride;
+    a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
+    b_ld = kBKContig ? p.b.row_stride : p.b.k_stride;
+    a_stage_step = kWgmmaStageK * p.a.k_stride;
+    b_stage_step = kWgmmaStageK * p.b.k_stride;
+  }
+};
+
+// Zero accumulators (a u8 B has no cross products: acc_mid stays unused).
+template <bool kBIsU8, int kAccs>
+__device__ __forceinline__ void zero_accumulators(uint32_t (&acc_hi)[kAccs],
+                                                  uint32_t (&acc_mid)[kAccs],
+                                                  uint32_t (&acc_lo)[kAccs]) {
+#pragma unroll
+  for (int i = 0; i < kAccs; ++i) acc_hi[i] = acc_lo[i] = 0;
+  if constexpr (!kBIsU8) {
+#pragma unroll
+    for (int i = 0; i < kAccs; ++i) acc_mid[i] = 0;
+  }
+}
+
+// The end of a work item: finish_tile over the item's tile, for stream-K the item as it stands
+// in shared memory (read back there, not kept in registers across the main loop).
+template <bool kBIsU8, int kTileN, bool kStreamK>
+__device__ __forceinline__ void finish_work_item(const IntegerGemmArgs& p, unsigned char* smem,
+                                                 uint32_t (&acc_hi)[kTileN / 2],
+                                                 uint32_t (&acc_mid)[kTileN / 2],
+                                                 uint32_t (&acc_lo)[kTileN / 2], int64_t batch,
+                                                 int64_t row0, int64_t col0, int rows_a, int rows_b,
+                                                 const WorkItem& shared_item) {
+  if constexpr (!kStreamK) {
+    finish_tile<kBIsU8, kTileN>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a,
+                                rows_b);
+  } else {
+    WorkItem end;
+    copy_work_item(end, static_cast<const volatile WorkItem&>(shared_item));
+    const int64_t end_row0 = end.tile_m * kWgmmaTileM, end_col0 = end.tile_n * kTileN;
+    finish_tile<kBIsU8, kTileN>(
+        p, smem, acc_hi, acc_mid, acc_lo, end.batch, end_row0, end_col0,
+        static_cast<int>(p.m - end_row0 < kWgmmaTileM ? p.m - end_row0 : kWgmmaTileM),
+        static_cast<int>(p.n - end_col0 < kTileN ? p.n - end_col0 : kTileN), end.partial);
+  }
+}
+
+}  // namespace wgmma_detail
+
 template <bool kBIsU8, bool kAKContig, bool kBKContig, int kTileN = kWgmmaTileN,
           int kGather = kGatherNone>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
@@ -84,25 +209,14 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wgmma_detail;
   using BElement = std::conditional_t<kBIsU8, uint8_t, int16_t>;
-  static_assert(kTileN == kWgmmaTileN || (kBIsU8 && kTileN == kWideTileN), "tile widths");
-  static_assert(kGather != kGatherTaps || (!kBKContig && kTileN == kWgmmaTileN),
-                "tap-major gathered B: n-contiguous");
-  // The work items: stream-K (update only), or one tile of the grid.
-  constexpr bool kStreamK = kGather == kGatherUpdateStreamK;
-  constexpr bool kUpdateGather = kGather == kGatherUpdate || kStreamK;
-  static_assert(!kUpdateGather || (kBKContig && kTileN == kWgmmaTileN),
-                "update gathered B: k-contiguous");
+  using Variant = LeanVariant<kBIsU8, kBKContig, kTileN, kGather>;
+  constexpr bool kStreamK = Variant::kStreamK, kUpdateGather = Variant::kUpdateGather;
   // The finishing pass of the shared tiles may launch now: its blocks start as these CTAs (one
   // per multiprocessor) leave, and wait for the whole grid before they read a slot.
   if constexpr (kStreamK) allow_dependent_launch();
-  constexpr int kStageBytes = deep_stage_bytes(kBIsU8, kTileN);
-  constexpr int kAHi = 0, kALo = kPlaneBytes, kBHi = 2 * kPlaneBytes, kBLo = 3 * kPlaneBytes;
-  constexpr int kRawBytes = raw_stage_bytes(kBIsU8, kTileN);
-  constexpr int kAccs = kTileN / 2;
-  constexpr int kRawRing = kDeepPlaneSlots * kStageBytes;
-  constexpr uint32_t kPlaneRingBytes = kDeepPlaneSlots * kStageBytes;
-  constexpr int kDefaultRing = deep_max_raw_stages(kBIsU8, kTileN);
-  static_assert(kDefaultRing >= 2 && kDefaultRing - 2 <= 7, "cp.async.wait_group immediate");
+  using Ring = LeanRing<kBIsU8, kTileN>;
+  constexpr int kStageBytes = Ring::kStageBytes, kRawBytes = Ring::kRawBytes;
+  constexpr int kRawRing = Ring::kRawRing, kDefaultRing = Ring::kDefaultRing;
   const int raw_stages = p.raw_stages;
 
   extern __shared__ unsigned char smem_raw[];
@@ -115,43 +229,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   // so nothing of it stays in registers across the main loop beside the 192 accumulators.
   [[maybe_unused]] __shared__ WorkItem shared_item;
   [[maybe_unused]] __shared__ int shared_has_item;
-  auto read_item = [&] {
-    WorkItem w;
-    const volatile WorkItem& v = shared_item;
-    w.batch = v.batch;
-    w.tile_m = v.tile_m;
-    w.tile_n = v.tile_n;
-    w.k_begin = v.k_begin;
-    w.k_end = v.k_end;
-    w.partial = v.partial;
-    return w;
-  };
 #pragma unroll 1
   for (int item_index = 0;; ++item_index) {
     WorkItem item;
-    if constexpr (!kStreamK) {
-      if (item_index > 0) break;
-      grid_item(p, item);
-    } else {
-      __syncthreads();  // the previous item's end has read shared memory and shared_item
-      if (threadIdx.x == 0) {
-        WorkItem w;
-        const bool has = stream_k_item(p, item_index, w);
-        *static_cast<volatile int*>(&shared_has_item) = has ? 1 : 0;
-        if (has) {
-          volatile WorkItem& v = shared_item;
-          v.batch = w.batch;
-          v.tile_m = w.tile_m;
-          v.tile_n = w.tile_n;
-          v.k_begin = w.k_begin;
-          v.k_end = w.k_end;
-          v.partial = w.partial;
-        }
-      }
-      __syncthreads();
-      if (*static_cast<volatile int*>(&shared_has_item) == 0) break;
-      item = read_item();
-    }
+    if (!next_work_item<kStreamK>(p, item_index, shared_item, shared_has_item, item)) break;
     const int64_t batch = item.batch;
     const int64_t row0 = item.tile_m * kWgmmaTileM;
     const int64_t col0 = item.tile_n * kTileN;
@@ -161,16 +242,12 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     const int rows_a = static_cast<int>(p.m - row0 < kWgmmaTileM ? p.m - row0 : kWgmmaTileM);
     const int rows_b = static_cast<int>(p.n - col0 < kTileN ? p.n - col0 : kTileN);
 
-    const int16_t* const a_tile = static_cast<const int16_t*>(p.a.data) + batch * p.a.batch_stride +
-                                  row0 * p.a.row_stride +
-                                  (kGather == kGatherTaps ? 0 : k_begin * p.a.k_stride);
-    const BElement* const b_tile = static_cast<const BElement*>(p.b.data) +
-                                   batch * p.b.batch_stride + col0 * p.b.row_stride +
-                                   k_begin * p.b.k_stride;
-    const int64_t a_ld = kAKContig ? p.a.row_stride : p.a.k_stride;
-    const int64_t b_ld = kBKContig ? p.b.row_stride : p.b.k_stride;
-    const int64_t a_stage_step = kWgmmaStageK * p.a.k_stride;
-    const int64_t b_stage_step = kWgmmaStageK * p.b.k_stride;
+    LeanOperands<kBIsU8> ops;
+    ops.template init<kAKContig, kBKContig, kGather == kGatherTaps>(p, batch, row0, col0, k_begin);
+    const int16_t* const a_tile = ops.a_tile;
+    const BElement* const b_tile = ops.b_tile;
+    const int64_t a_ld = ops.a_ld, b_ld = ops.b_ld;
+    const int64_t a_stage_step = ops.a_stage_step, b_stage_step = ops.b_stage_step;
     auto k_valid = [&](int stage) {
       const int64_t left = k_len - int64_t(stage) * kWgmmaStageK;
       return static_cast<int>(left < kWgmmaStageK ? left : kWgmmaStageK);
@@ -244,10 +321,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     // Split: the per-thread offsets of the transposing loaders once per CTA.
     LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN> splitter;
     using SplitRegs = typename LeanSplitter<kBIsU8, kAKContig, kBKContig, kTileN>::Regs;
-    // A's raw words across the wgmma and copy issue cost 16 registers there; where ptxas then
-    // spills (the wide u8 tile with B n-contiguous: 2 · 96 accumulators and three transposing
-    // splitters' offsets) the stage is split A then B, just the extra rows balanced.
-    constexpr bool kLoadAEarly = !(kBIsU8 && kTileN > kWgmmaTileN && !kBKContig);
+    constexpr bool kLoadAEarly = Variant::kLoadAEarly;
     splitter.init();
     auto split_stage = [&](uint32_t raw_slot, uint32_t plane_slot) {
       const uint32_t raw_address = smem_address + kRawRing + raw_slot;
@@ -259,15 +333,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 
     // Descriptors of plane slot 0, advanced per stage and k step.
     PlaneDescriptors desc;
-    desc.init(smem_address, kAHi, kALo, kBHi, kBLo);
+    desc.init(smem_address, Ring::kAHi, Ring::kALo, Ring::kBHi, Ring::kBLo);
 
-    uint32_t acc_hi[kAccs], acc_mid[kAccs], acc_lo[kAccs];
-#pragma unroll
-    for (int i = 0; i < kAccs; ++i) acc_hi[i] = acc_lo[i] = 0;
-    if constexpr (!kBIsU8) {
-#pragma unroll
-      for (int i = 0; i < 64; ++i) acc_mid[i] = 0;
-    }
+    uint32_t acc_hi[kTileN / 2], acc_mid[kTileN / 2], acc_lo[kTileN / 2];
+    zero_accumulators<kBIsU8>(acc_hi, acc_mid, acc_lo);
 
     for (int stage = 0; stage < raw_stages; ++stage) {
       if (stage < stage_count) issue_stage(stage, uint32_t(stage) * kRawBytes);
@@ -287,33 +356,11 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #pragma unroll 1
     for (int stage = 0; stage < stage_count; ++stage) {
       const uint32_t slot = plane_mma >> 4;
-      // Stage s + 1's raw slot is complete since the barrier that ended iteration s − 1
-      // (cp.async.wait + __syncthreads), so its A words can be read before anything else here.
-      // The last iteration splits too (stale raw bytes into plane slot (s + 1) % 3, which no
-      // wgmma reads any more, and finish_tile reuses the shared memory only after the final
-      // barrier): a load and a store under a `stage + 1 < stage_count` guard made nvcc thread that
-      // branch through the wgmma and copy code between them, six copies of the loop body.
-      SplitRegs split_regs;
+      SplitRegs split_regs;  // stage s + 1's A words, read first (see above)
       const uint32_t split_raw = smem_address + kRawRing + raw_split;
       if constexpr (kLoadAEarly) splitter.load_a(split_raw, split_regs);
       wgmma::fence();
-#pragma unroll
-      for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
-        const uint32_t step = slot + 2 * ks;  // 32 bytes along the 64-byte row, >> 4
-        const uint64_t a_hi = desc(desc.a_hi + step);
-        const uint64_t a_lo = desc(desc.a_lo + step);
-        const uint64_t b_hi = desc(desc.b_hi + step);
-        if constexpr (kBIsU8 && kTileN == kWideTileN) {
-          wgmma::wgmma_m64n192k32_s8u8(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n192k32_u8u8(acc_lo, a_lo, b_hi);
-        } else if constexpr (kBIsU8) {
-          wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
-          wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
-        } else {
-          wgmma::byte_products<false>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi,
-                                      desc(desc.b_lo + step));
-        }
-      }
+      plane_stage_wgmmas<kBIsU8, kTileN>(desc, slot, acc_hi, acc_mid, acc_lo);
       wgmma::commit_group();
       if (stage + raw_stages < stage_count) issue_stage(stage + raw_stages, raw_issue);
       cp_async_commit();
@@ -330,29 +377,16 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       raw_issue = raw_issue + kRawBytes == raw_ring_bytes ? 0u : raw_issue + kRawBytes;
       raw_split = raw_split + kRawBytes == raw_ring_bytes ? 0u : raw_split + kRawBytes;
       plane_mma = plane_split;
-      plane_split = plane_split + kStageBytes == kPlaneRingBytes ? 0u : plane_split + kStageBytes;
-      // The default depth (the deepest that fits) waits with one instruction, not a switch.
-      if (raw_stages == kDefaultRing) {
-        cp_async_wait<kDefaultRing - 2>();
-      } else {
-        cp_async_wait_dynamic(raw_stages - 2);
-      }
+      plane_split =
+          plane_split + kStageBytes == Ring::kPlaneRingBytes ? 0u : plane_split + kStageBytes;
+      cp_async_wait_ring<kDefaultRing>(raw_stages - 2);
       wgmma::wait_group<1>();
       wgmma::fence_proxy_async_shared();
       __syncthreads();
     }
     cp_async_wait<0>();
-    if constexpr (!kStreamK) {
-      finish_tile<kBIsU8, kTileN>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0, rows_a,
-                                  rows_b);
-    } else {
-      const WorkItem end = read_item();
-      const int64_t end_row0 = end.tile_m * kWgmmaTileM, end_col0 = end.tile_n * kTileN;
-      finish_tile<kBIsU8, kTileN>(
-          p, smem, acc_hi, acc_mid, acc_lo, end.batch, end_row0, end_col0,
-          static_cast<int>(p.m - end_row0 < kWgmmaTileM ? p.m - end_row0 : kWgmmaTileM),
-          static_cast<int>(p.n - end_col0 < kTileN ? p.n - end_col0 : kTileN), end.partial);
-    }
+    finish_work_item<kBIsU8, kTileN, kStreamK>(p, smem, acc_hi, acc_mid, acc_lo, batch, row0, col0,
+                                               rows_a, rows_b, shared_item);
   }
 #elif defined(__CUDA_ARCH__)
   __trap();  // the PTX fallback: never launched (prepare_wgmma reports false)

@@ -44,6 +44,18 @@ struct WorkItem {
 };
 inline constexpr int kStreamKSliceElements = kWgmmaTileM * kWgmmaTileN;
 
+// A work item copied field by field: into or out of a volatile one in shared memory (the lean
+// kernel's stream-K items, which no thread keeps in registers across a main loop).
+template <typename To, typename From>
+__device__ __forceinline__ void copy_work_item(To& to, const From& from) {
+  to.batch = from.batch;
+  to.tile_m = from.tile_m;
+  to.tile_n = from.tile_n;
+  to.k_begin = from.k_begin;
+  to.k_end = from.k_end;
+  to.partial = from.partial;
+}
+
 // Tile number t (batch-major, see IntegerGemmArgs::sk_ctas) as batch entry and grouped position.
 __device__ __forceinline__ void decode_tile(const IntegerGemmArgs& p, int64_t t, WorkItem& w) {
   const int64_t tiles_mn = int64_t(p.tiles_m) * p.tiles_n;

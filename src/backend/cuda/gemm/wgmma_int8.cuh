@@ -4,6 +4,7 @@
 // for sm_90a (the callers guard with __CUDA_ARCH_FEAT_SM90_ALL).
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 namespace flexkit::backend::cuda::gemm_kernels::wgmma {
 
@@ -25,6 +26,15 @@ __device__ __forceinline__ uint32_t swizzle(uint32_t offset) {
 __device__ __forceinline__ uint64_t descriptor(uint32_t smem_address) {
   return uint64_t((smem_address & 0x3FFFFu) >> 4) | (uint64_t(1) << 16) |
          (uint64_t(kAtomBytes >> 4) << 32) | (uint64_t(2) << 62);
+}
+
+// A kernel's descriptors as the high word, the same for all its shared memory, and the low word
+// of the descriptor of smem_address, to which a byte offset >> 4 is added.
+__device__ __forceinline__ void descriptor_words(uint32_t smem_address, uint32_t& hi,
+                                                 uint32_t& lo) {
+  const uint64_t desc0 = descriptor(smem_address);
+  hi = static_cast<uint32_t>(desc0 >> 32);
+  lo = static_cast<uint32_t>(desc0);
 }
 
 __device__ __forceinline__ void fence() {
@@ -169,6 +179,19 @@ FLEXKIT_WGMMA_RS_FRESH(wgmma_rs_m64n64k32_s8s8_fresh, 64, "s8.s8", 32, "{%32, %3
 FLEXKIT_WGMMA_RS_FRESH(wgmma_rs_m64n64k32_s8u8_fresh, 64, "s8.u8", 32, "{%32, %33, %34, %35}, %36")
 FLEXKIT_WGMMA_RS_FRESH(wgmma_rs_m64n64k32_u8u8_fresh, 64, "u8.u8", 32, "{%32, %33, %34, %35}, %36")
 
+// One shape's forms by signedness pair, for the byte products below (generic over the shape).
+#define FLEXKIT_WGMMA_FORMS(name, prefix)                                                     \
+  struct name {                                                                               \
+    static constexpr auto s8s8 = prefix##_s8s8, s8u8 = prefix##_s8u8, u8s8 = prefix##_u8s8,   \
+                          u8u8 = prefix##_u8u8;                                               \
+    static constexpr auto s8s8_fresh = prefix##_s8s8_fresh, s8u8_fresh = prefix##_s8u8_fresh, \
+                          u8u8_fresh = prefix##_u8u8_fresh;                                   \
+  };
+FLEXKIT_WGMMA_FORMS(FormsM64N128K32, wgmma_m64n128k32)
+FLEXKIT_WGMMA_FORMS(FormsM64N64K32, wgmma_m64n64k32)
+FLEXKIT_WGMMA_FORMS(FormsRsM64N64K32, wgmma_rs_m64n64k32)
+
+#undef FLEXKIT_WGMMA_FORMS
 #undef FLEXKIT_WGMMA_RS_FRESH
 #undef FLEXKIT_WGMMA_RS
 #undef FLEXKIT_WGMMA_SS
@@ -180,37 +203,60 @@ FLEXKIT_WGMMA_RS_FRESH(wgmma_rs_m64n64k32_u8u8_fresh, 64, "u8.u8", 32, "{%32, %3
 #undef FLEXKIT_WGMMA_D64
 #undef FLEXKIT_WGMMA_D32
 
-// One 32-deep k step of the exact int16 product from byte planes (gemm_wgmma.cuh): hh += A_h·B_h
-// (s8·s8), cross += A_h·B_l (s8·u8) and A_l·B_h (u8·s8), ll += A_l·B_l (u8·u8), in the order the
-// kernels were measured with. kFresh (a tile's first step) writes hh, ll and cross's first
-// product instead of adding to them. 64 accumulators per set: m64n128k32; 32: m64n64k32.
+// One 32-deep k step of the exact int16 product (gemm_wgmma.cuh) in the forms `Forms`: hh +=
+// A_h·B_h (s8·s8), cross += A_h·B_l (s8·u8) and A_l·B_h (u8·s8), ll += A_l·B_l (u8·u8), in the
+// order the kernels were measured with. kFresh (a tile's first step) writes hh, ll and cross's
+// first product instead of adding to them. A_h, A_l: descriptors, or (RS forms) registers.
+template <typename Forms, bool kFresh, int kCount, typename A>
+__device__ __forceinline__ void byte_products_in(uint32_t (&hh)[kCount], uint32_t (&cross)[kCount],
+                                                 uint32_t (&ll)[kCount], const A& a_hi,
+                                                 const A& a_lo, uint64_t b_hi, uint64_t b_lo) {
+  if constexpr (kFresh) {
+    Forms::s8s8_fresh(hh, a_hi, b_hi);
+    Forms::s8u8_fresh(cross, a_hi, b_lo);
+    Forms::u8u8_fresh(ll, a_lo, b_lo);
+  } else {
+    Forms::s8s8(hh, a_hi, b_hi);
+    Forms::s8u8(cross, a_hi, b_lo);
+    Forms::u8u8(ll, a_lo, b_lo);
+  }
+  Forms::u8s8(cross, a_lo, b_hi);
+}
+
+// The k step from byte planes: 64 accumulators per set, m64n128k32; 32, m64n64k32.
 template <bool kFresh, int kCount>
 __device__ __forceinline__ void byte_products(uint32_t (&hh)[kCount], uint32_t (&cross)[kCount],
                                               uint32_t (&ll)[kCount], uint64_t a_hi, uint64_t a_lo,
                                               uint64_t b_hi, uint64_t b_lo) {
   static_assert(kCount == 64 || kCount == 32, "m64n128k32 or m64n64k32");
-  if constexpr (kCount == 64) {
-    if constexpr (kFresh) {
-      wgmma_m64n128k32_s8s8_fresh(hh, a_hi, b_hi);
-      wgmma_m64n128k32_s8u8_fresh(cross, a_hi, b_lo);
-      wgmma_m64n128k32_u8u8_fresh(ll, a_lo, b_lo);
-    } else {
-      wgmma_m64n128k32_s8s8(hh, a_hi, b_hi);
-      wgmma_m64n128k32_s8u8(cross, a_hi, b_lo);
-      wgmma_m64n128k32_u8u8(ll, a_lo, b_lo);
-    }
-    wgmma_m64n128k32_u8s8(cross, a_lo, b_hi);
+  using Forms = std::conditional_t<kCount == 64, FormsM64N128K32, FormsM64N64K32>;
+  byte_products_in<Forms, kFresh>(hh, cross, ll, a_hi, a_lo, b_hi, b_lo);
+}
+
+// One 32-deep k step of a u8 B's two products (m64n128k32): hi += A_h·B (s8·u8), lo += A_l·B
+// (u8·u8); kFresh writes them instead of adding to them.
+template <bool kFresh>
+__device__ __forceinline__ void u8_products(uint32_t (&hi)[64], uint32_t (&lo)[64], uint64_t a_hi,
+                                            uint64_t a_lo, uint64_t b) {
+  if constexpr (kFresh) {
+    wgmma_m64n128k32_s8u8_fresh(hi, a_hi, b);
+    wgmma_m64n128k32_u8u8_fresh(lo, a_lo, b);
   } else {
-    if constexpr (kFresh) {
-      wgmma_m64n64k32_s8s8_fresh(hh, a_hi, b_hi);
-      wgmma_m64n64k32_s8u8_fresh(cross, a_hi, b_lo);
-      wgmma_m64n64k32_u8u8_fresh(ll, a_lo, b_lo);
-    } else {
-      wgmma_m64n64k32_s8s8(hh, a_hi, b_hi);
-      wgmma_m64n64k32_s8u8(cross, a_hi, b_lo);
-      wgmma_m64n64k32_u8u8(ll, a_lo, b_lo);
-    }
-    wgmma_m64n64k32_u8s8(cross, a_lo, b_hi);
+    wgmma_m64n128k32_s8u8(hi, a_hi, b);
+    wgmma_m64n128k32_u8u8(lo, a_lo, b);
+  }
+}
+
+// One 32-deep k step from byte planes of either B (m64n128k32): a u8 B's two products (b_lo
+// unused, lo holds A_l·B), or an int16 B's byte products.
+template <bool kBIsU8, bool kFresh, int kMid>
+__device__ __forceinline__ void plane_products(uint32_t (&hi)[64], uint32_t (&mid)[kMid],
+                                               uint32_t (&lo)[64], uint64_t a_hi, uint64_t a_lo,
+                                               uint64_t b_hi, uint64_t b_lo) {
+  if constexpr (kBIsU8) {
+    u8_products<kFresh>(hi, lo, a_hi, a_lo, b_hi);
+  } else {
+    byte_products<kFresh>(hi, mid, lo, a_hi, a_lo, b_hi, b_lo);
   }
 }
 
@@ -221,16 +267,7 @@ __device__ __forceinline__ void byte_products_rs(uint32_t (&hh)[32], uint32_t (&
                                                  uint32_t (&ll)[32], const uint32_t (&a_hi)[4],
                                                  const uint32_t (&a_lo)[4], uint64_t b_hi,
                                                  uint64_t b_lo) {
-  if constexpr (kFresh) {
-    wgmma_rs_m64n64k32_s8s8_fresh(hh, a_hi, b_hi);
-    wgmma_rs_m64n64k32_s8u8_fresh(cross, a_hi, b_lo);
-    wgmma_rs_m64n64k32_u8u8_fresh(ll, a_lo, b_lo);
-  } else {
-    wgmma_rs_m64n64k32_s8s8(hh, a_hi, b_hi);
-    wgmma_rs_m64n64k32_s8u8(cross, a_hi, b_lo);
-    wgmma_rs_m64n64k32_u8u8(ll, a_lo, b_lo);
-  }
-  wgmma_rs_m64n64k32_u8s8(cross, a_lo, b_hi);
+  byte_products_in<FormsRsM64N64K32, kFresh>(hh, cross, ll, a_hi, a_lo, b_hi, b_lo);
 }
 
 }  // namespace flexkit::backend::cuda::gemm_kernels::wgmma

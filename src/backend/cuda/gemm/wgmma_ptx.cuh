@@ -49,6 +49,16 @@ __device__ __forceinline__ void cp_async_wait_dynamic(int pending) {
       break;
   }
 }
+// Waits until at most `pending` groups are in flight: with one instruction where `pending` is
+// that of a ring kDefaultDepth deep (its usual depth: the deepest that fits), else by the switch.
+template <int kDefaultDepth>
+__device__ __forceinline__ void cp_async_wait_ring(int pending) {
+  if (pending == kDefaultDepth - 2) {
+    cp_async_wait<kDefaultDepth - 2>();
+  } else {
+    cp_async_wait_dynamic(pending);
+  }
+}
 
 // Shared-memory accesses by 32-bit shared address: the split's addresses are then one register
 // plus an immediate, and the per-stage slot base is added once, not per access.

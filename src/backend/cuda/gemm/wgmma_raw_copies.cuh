@@ -12,26 +12,21 @@ namespace wgmma_detail {
 
 // Copies of one stage (`tile` at row 0, k 0 of the stage) into the raw slot at shared address
 // `raw`; consecutive threads take consecutive 16-byte chunks along the unit stride (coalesced).
-__device__ __forceinline__ void copy_s16_kcontig(uint32_t raw, const int16_t* tile, int64_t ld,
-                                                 int rows_valid, int k_valid) {
+// int16: a line (a row where K is the unit stride, else a k-row) of 8 (16) chunks of 8 elements,
+// `lines_valid` lines and `along_valid` elements of each inside.
+template <bool kKContig>
+__device__ __forceinline__ void copy_s16(uint32_t raw, const int16_t* tile, int64_t ld,
+                                         int lines_valid, int along_valid) {
+  constexpr int kShift = kKContig ? 3 : 4;  // log2 of the chunks per line
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int c = threadIdx.x + kWgmmaThreads * j;
-    const int row = c >> 3, chunk = c & 7;
-    const int valid = row < rows_valid ? clamp_valid(k_valid - 8 * chunk, 8) : 0;
-    const int16_t* src = valid > 0 ? tile + row * ld + 8 * chunk : tile;
-    cp_async_16(raw + raw_kcontig_s16_offset(row, chunk), src, 2 * valid);
-  }
-}
-__device__ __forceinline__ void copy_s16_rowcontig(uint32_t raw, const int16_t* tile, int64_t ld,
-                                                   int rows_valid, int k_valid) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int c = threadIdx.x + kWgmmaThreads * j;
-    const int k = c >> 4, chunk = c & 15;
-    const int valid = k < k_valid ? clamp_valid(rows_valid - 8 * chunk, 8) : 0;
-    const int16_t* src = valid > 0 ? tile + k * ld + 8 * chunk : tile;
-    cp_async_16(raw + raw_rowcontig_offset(k, chunk, 256), src, 2 * valid);
+    const int line = c >> kShift, chunk = c & ((1 << kShift) - 1);
+    const int valid = line < lines_valid ? clamp_valid(along_valid - 8 * chunk, 8) : 0;
+    const int16_t* src = valid > 0 ? tile + line * ld + 8 * chunk : tile;
+    const uint32_t dst =
+        kKContig ? raw_kcontig_s16_offset(line, chunk) : raw_rowcontig_offset(line, chunk, 256);
+    cp_async_16(raw + dst, src, 2 * valid);
   }
 }
 template <int kRows>
@@ -66,9 +61,9 @@ __device__ __forceinline__ void copy_raw_stage(uint32_t raw, const Element* tile
   static_assert(kRows == 128 || sizeof(Element) == 1, "only a u8 B has a wider tile");
   if constexpr (sizeof(Element) == 2) {
     if constexpr (kKContig) {
-      copy_s16_kcontig(raw, tile, ld, rows_valid, k_valid);
+      copy_s16<true>(raw, tile, ld, rows_valid, k_valid);
     } else {
-      copy_s16_rowcontig(raw, tile, ld, rows_valid, k_valid);
+      copy_s16<false>(raw, tile, ld, k_valid, rows_valid);
     }
   } else if constexpr (kKContig) {
     copy_u8_kcontig<kRows>(raw, tile, ld, rows_valid, k_valid);

@@ -93,6 +93,13 @@ static_assert(deep_smem_bytes(false, deep_max_raw_stages(false)) <= kSmemLimit &
                       kSmemLimit,
               "over the sm_90 shared-memory limit per block");
 
+// The shared address of the dynamic shared memory's first 1024-byte boundary (where the rings
+// start: the swizzles repeat every 1024 bytes).
+__device__ __forceinline__ uint32_t aligned_shared_address(const unsigned char* smem_raw) {
+  const uint32_t raw_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  return raw_address + ((1024u - (raw_address & 1023u)) & 1023u);
+}
+
 __device__ __forceinline__ int clamp_valid(int valid, int most) {
   return valid < 0 ? 0 : valid > most ? most : valid;
 }
@@ -144,6 +151,32 @@ struct PlaneDescriptors {
     return uint64_t(lo) | (uint64_t(hi) << 32);
   }
 };
+
+// One stage's wgmmas from the planes of the plane slot at byte offset 16 · `slot` (both 32-deep
+// k steps): a u8 B's two products (hₐ·b, lₐ·b), or an int16 B's byte products.
+template <bool kBIsU8, int kTileN>
+__device__ __forceinline__ void plane_stage_wgmmas(const PlaneDescriptors& desc, uint32_t slot,
+                                                   uint32_t (&acc_hi)[kTileN / 2],
+                                                   uint32_t (&acc_mid)[kTileN / 2],
+                                                   uint32_t (&acc_lo)[kTileN / 2]) {
+#pragma unroll
+  for (int ks = 0; ks < kWgmmaStageK / 32; ++ks) {
+    const uint32_t step = slot + 2 * ks;  // 32 bytes along the 64-byte row, >> 4
+    const uint64_t a_hi = desc(desc.a_hi + step);
+    const uint64_t a_lo = desc(desc.a_lo + step);
+    const uint64_t b_hi = desc(desc.b_hi + step);
+    if constexpr (kBIsU8 && kTileN == kWideTileN) {
+      wgmma::wgmma_m64n192k32_s8u8(acc_hi, a_hi, b_hi);
+      wgmma::wgmma_m64n192k32_u8u8(acc_lo, a_lo, b_hi);
+    } else if constexpr (kBIsU8) {
+      wgmma::wgmma_m64n128k32_s8u8(acc_hi, a_hi, b_hi);
+      wgmma::wgmma_m64n128k32_u8u8(acc_lo, a_lo, b_hi);
+    } else {
+      wgmma::byte_products<false>(acc_hi, acc_mid, acc_lo, a_hi, a_lo, b_hi,
+                                  desc(desc.b_lo + step));
+    }
+  }
+}
 
 }  // namespace wgmma_detail
 }  // namespace flexkit::backend::cuda::gemm_kernels

@@ -26,6 +26,19 @@ __device__ __forceinline__ int transpose_kword() {
 __device__ __forceinline__ int transpose_flip() {
   return (threadIdx.x >> 4) & 1;
 }
+// The four k-rows' words a transposing u8 split reads (kRows bytes apart from `from`): 8 bytes
+// each for a whole group, 4 for a half.
+template <int kRows, typename Word>
+__device__ __forceinline__ void load_four_k_rows(uint32_t from, Word (&w)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (sizeof(Word) == 8) {
+      w[i] = lds64(from + kRows * i);
+    } else {
+      w[i] = lds32(from + kRows * i);
+    }
+  }
+}
 
 // int16 with unit stride along K, split by shared address: a thread owns 16 consecutive k of rows
 // r = tid/4 and r + 64 (4 threads cover one 128-byte row segment), and the high bytes of 16 k form
@@ -161,9 +174,7 @@ struct LeanU8RowContigSplit {
 
   template <int kRows>
   __device__ __forceinline__ void load(uint32_t raw, Regs& r) const {
-    const uint32_t from = raw + raw_offset;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) r.v[i] = lds64(from + kRows * i);
+    load_four_k_rows<kRows>(raw + raw_offset, r.v);
   }
 
   __device__ __forceinline__ void store(const Regs& r, uint32_t plane) const {
@@ -220,9 +231,7 @@ struct LeanU8RowContigHalfSplit {
 
   template <int kRows>
   __device__ __forceinline__ void load(uint32_t raw, Regs& r) const {
-    const uint32_t from = raw + raw_offset;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) r.w[i] = lds32(from + kRows * i);
+    load_four_k_rows<kRows>(raw + raw_offset, r.w);
   }
 
   __device__ __forceinline__ void store(const Regs& r, uint32_t plane) const {
