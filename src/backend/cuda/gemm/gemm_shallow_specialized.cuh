@@ -156,28 +156,6 @@ struct BoxS16Split {
 };
 static_assert(kRawS16Bytes == 2 * 8192, "two boxes of 64 k-rows × 64 columns a stage");
 
-__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-template <int kRegisters>
-__device__ __forceinline__ void raise_registers() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-template <int kRegisters>
-__device__ __forceinline__ void lower_registers() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-
-// Four 8 × 8 matrices of 16-bit elements from the accumulator layout into shared memory: lane t
-// gives the address of row t % 8 of matrix t / 8, register i holds matrix i's row t / 4, columns
-// 2·(t % 4) and 2·(t % 4) + 1.
-__device__ __forceinline__ void stsm_x4(uint32_t address, uint32_t r0, uint32_t r1, uint32_t r2,
-                                        uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address),
-               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
-               : "memory");
-}
-
 // B stage s of the CTA (its tile s / stages, stage s % stages of that tile) takes plane slot
 // s mod 4, as phase s / 4 of the slot's barriers. Every consumer waits for every stage in order
 // and gives every stage back, also the stages of tiles in which it owns no unit: then no stage
