@@ -31,9 +31,10 @@ ConvParams conv_params(nb::handle padding, nb::handle stride, nb::handle dilatio
   return p;
 }
 
-ConvOptions conv_options(double alpha, double beta, const std::string& policy,
-                         std::optional<int> iwl) {
-  ConvOptions o;
+// dot's and the convolutions' options (one struct, HeavyOpOptions) from their keyword arguments.
+HeavyOpOptions heavy_op_options(double alpha, double beta, const std::string& policy,
+                                std::optional<int> iwl) {
+  HeavyOpOptions o;
   o.alpha = alpha;
   o.beta = beta;
   o.iwl_policy = iwl_policy_from(policy);
@@ -56,17 +57,6 @@ Array fresh_output(const Shape& shape, const Array& a, const Array& b, nb::handl
   const DType dtype = integer_output(a, b, out_dtype);
   if (dtype == DType::flex16 && !options.iwl) options.iwl_policy = IwlPolicy::exact;
   return Array::empty(shape, dtype, a.device());
-}
-
-// dot's options from its keyword arguments.
-DotOptions dot_options(double alpha, double beta, const std::string& iwl_policy,
-                       std::optional<int> iwl) {
-  DotOptions options;
-  options.alpha = alpha;
-  options.beta = beta;
-  options.iwl_policy = iwl_policy_from(iwl_policy);
-  options.iwl = iwl;
-  return options;
 }
 
 // The output fk.dot makes when given none: its shape from the operands, the exact policy unless
@@ -106,7 +96,7 @@ void bind_ops(nb::module_& m) {
       [](nb::handle a_like, nb::handle b_like, std::optional<Array> out, double alpha, double beta,
          const std::string& iwl_policy, std::optional<int> iwl, nb::handle out_dtype) {
         const Array a = to_array(a_like), b = to_array(b_like);
-        DotOptions options = dot_options(alpha, beta, iwl_policy, iwl);
+        DotOptions options = heavy_op_options(alpha, beta, iwl_policy, iwl);
         if (out) {
           dot(a, b, *out, options);
           return *out;
@@ -132,7 +122,7 @@ void bind_ops(nb::module_& m) {
       [](nb::handle a_like, nb::handle b_like, std::optional<Array> out, double alpha, double beta,
          const std::string& iwl_policy, std::optional<int> iwl, nb::handle out_dtype) {
         const Array a = to_array(a_like), b = to_array(b_like);
-        DotOptions options = dot_options(alpha, beta, iwl_policy, iwl);
+        DotOptions options = heavy_op_options(alpha, beta, iwl_policy, iwl);
         if (!out) out = fresh_dot_output(a, b, out_dtype, options);
         return dot_kernel_name(a, b, *out, options);
       },
@@ -165,7 +155,7 @@ void bind_ops(nb::module_& m) {
          nb::handle out_dtype) {
         const Array input = to_array(input_like), filter = to_array(filter_like);
         const ConvParams params = conv_params(padding, stride, dilation, upscale);
-        ConvOptions options = conv_options(alpha, beta, policy, iwl);
+        ConvOptions options = heavy_op_options(alpha, beta, policy, iwl);
         if (!output)
           output = fresh_output(conv_output_shape(input.shape(), filter.shape(), params), input,
                                 filter, out_dtype, options);
@@ -185,7 +175,7 @@ void bind_ops(nb::module_& m) {
          const std::string& policy, std::optional<int> iwl, nb::handle out_dtype) {
         const Array filter = to_array(filter_like), grad_output = to_array(grad_output_like);
         const ConvParams params = conv_params(padding, stride, dilation, upscale);
-        ConvOptions options = conv_options(alpha, beta, policy, iwl);
+        ConvOptions options = heavy_op_options(alpha, beta, policy, iwl);
         if (!grad_input) {
           if (!input_shape)
             throw nb::value_error("bprop: give grad_input or input_shape (the forward's input)");
@@ -205,7 +195,7 @@ void bind_ops(nb::module_& m) {
          const std::string& policy, std::optional<int> iwl, nb::handle out_dtype) {
         const Array input = to_array(input_like), grad_output = to_array(grad_output_like);
         const ConvParams params = conv_params(padding, stride, dilation, upscale);
-        ConvOptions options = conv_options(alpha, beta, policy, iwl);
+        ConvOptions options = heavy_op_options(alpha, beta, policy, iwl);
         if (!grad_filter) {
           if (!filter_shape) throw nb::value_error("update: give grad_filter or filter_shape");
           grad_filter = fresh_output(*filter_shape, input, grad_output, out_dtype, options);
@@ -224,7 +214,7 @@ void bind_ops(nb::module_& m) {
          double alpha, double beta, const std::string& policy, std::optional<int> iwl) {
         return conv_kernel_name(conv_direction(direction), to_array(x_like), to_array(y_like), out,
                                 conv_params(padding, stride, dilation, upscale),
-                                conv_options(alpha, beta, policy, iwl));
+                                heavy_op_options(alpha, beta, policy, iwl));
       },
       nb::arg("direction"), nb::arg("x"), nb::arg("y"), nb::arg("out"), nb::kw_only(),
       nb::arg("padding") = nb::none(), nb::arg("stride") = nb::none(),
