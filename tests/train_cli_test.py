@@ -162,6 +162,45 @@ class TrainCli(unittest.TestCase):
         self.assertEqual(other.returncode, 0, other.stderr)
         self.assertFalse(np.array_equal(np.load(self.path("d.npz"))["1.weight"], a["1.weight"]))
 
+    def test_flex16_learns_like_f32_reports_and_repeats_bit_for_bit(self):
+        common = ["--limit", "3000", "--epochs", "2", "--batch", "100"]
+        self.train(*common, "--save", self.path("f32.npz"), "--summary", self.path("f32.json"))
+        r = self.train(*common, "--precision", "flex16", "--save", self.path("a.npz"),
+                       "--summary", self.path("a.json"))
+        self.assertIn("precision flex16", r.stdout)
+        self.assertIn("flex16 weights:", r.stdout)
+        self.train(*common, "--precision", "flex16", "--save", self.path("b.npz"), "--quiet")
+        f32, fa = (json.load(open(self.path(n))) for n in ["f32.json", "a.json"])
+        self.assertEqual(fa["precision"], "flex16")
+        self.assertEqual(fa["master_weights"], "f32")
+        self.assertIn("u8", fa["formats"]["activations"])
+        for c in ["weights", "activations", "gradients", "optimizer state"]:
+            e = fa["exponents"][c]
+            self.assertGreater(e["tensors"], 0, c)
+            self.assertGreater(e["writes"], 0, c)
+            self.assertLessEqual(e["min_iwl"], e["max_iwl"], c)
+            self.assertLessEqual(e["overflow_writes"], e["writes"], c)
+            self.assertEqual(e["nan_values"], 0, c)
+        # Weights stay in a small range: an iwl above 2 would mean |w| >= 2.
+        self.assertLessEqual(fa["exponents"]["weights"]["max_iwl"], 2)
+        # Learns as f32 does, on a short run.
+        self.assertGreaterEqual(fa["test_accuracy"], 0.70)
+        self.assertAlmostEqual(fa["test_accuracy"], f32["test_accuracy"], delta=0.03)
+        # The same seed gives the same bits.
+        a, b = np.load(self.path("a.npz")), np.load(self.path("b.npz"))
+        for k in a.files:
+            if k != "model":
+                np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+        # The saved weights (the f32 master copies) are not the f32 run's.
+        self.assertFalse(np.array_equal(a["1.weight"], np.load(self.path("f32.npz"))["1.weight"]))
+        t = ["train", "--device", DEVICE, "--limit", "200", "--epochs", "1"]
+        self.expect_error(t + ["--precision", "f16"], "--precision")
+        self.expect_error(t + ["--master-weights", "f32"], "--master-weights goes with --precision flex16")
+        self.train("--limit", "300", "--epochs", "1", "--precision", "flex16",
+                   "--checkpoint", self.path("ck16"), "--quiet")
+        self.expect_error(["train", "--device", DEVICE, "--resume", self.path("ck16", "epoch-1.ckpt")],
+                          "resuming a flex16 run is not supported yet")
+
     def expect_error(self, args, *fragments, env=None, rc=None):
         r = run(*args, env=env)
         self.assertNotEqual(r.returncode, 0, r.stdout)

@@ -36,7 +36,7 @@ int train_command(const Args& args) {
   // An option given twice takes its last value, as most command lines do.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   nn::TrainConfig c;
-  std::string model, neuron, optimizer, loss, schedule;
+  std::string model, neuron, optimizer, loss, schedule, precision, master_weights;
   std::vector<std::string> settings;
   std::int64_t T = 0, epochs = 0, batch = 0, limit = 0, step_size = 0;
   double lr = 0, momentum = 0, weight_decay = 0, gamma = 0;
@@ -75,6 +75,17 @@ int train_command(const Args& args) {
   auto* o_gamma = app.add_option("--gamma", gamma, "step schedule: decay factor (0.1)")
                       ->check(CLI::PositiveNumber);
   app.add_option("--device", c.device, "cpu | cuda | cuda:N | auto")->default_str("auto");
+  auto* o_precision =
+      app.add_option("--precision", precision,
+                     "f32 | flex16 (weights, activations, gradients and optimizer state in "
+                     "flex16 with Autoflex exponents; spikes u8)")
+          ->check(CLI::IsMember({"f32", "flex16"}))
+          ->default_str("f32");
+  auto* o_master = app.add_option("--master-weights", master_weights,
+                                  "flex16: f32 (the optimizer updates an f32 copy) | flex16 "
+                                  "(weights only in flex16)")
+                       ->check(CLI::IsMember({"f32", "flex16"}))
+                       ->default_str("f32");
   auto* o_seed = app.add_option("--seed", seed, "seed of initialisation, shuffling and dropout")
                      ->default_str("0");
   auto* o_limit = app.add_option("--limit", limit, "train (and test) on the first N samples only")
@@ -117,6 +128,8 @@ int train_command(const Args& args) {
   if (*o_gamma) c.gamma = gamma;
   if (*o_seed) c.seed = seed;
   if (*o_limit) c.limit = limit;
+  if (*o_precision) c.precision = precision;
+  if (*o_master) c.master_weights = master_weights;
 
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);

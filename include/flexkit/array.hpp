@@ -21,6 +21,7 @@ namespace detail {
 class Storage;
 }
 class Expr;
+class Autoflex;
 
 class Array {
  public:
@@ -119,6 +120,11 @@ class Array {
   void set_iwl(int iwl);
   // What the last flex16 write into this storage recorded.
   Flex16Stats stats() const;
+  // The exponent manager that writes under IwlPolicy::autoflex consult (flexkit/autoflex.hpp):
+  // one per storage, made on first use; set_autoflex shares another one (a manager that outlives
+  // this storage, as a layer's fresh output buffer every step needs).
+  Autoflex autoflex() const;
+  void set_autoflex(const Autoflex& manager);
   bool shares_storage(const Array& other) const;
   // "f32[3, 4] cuda:0" — used in messages.
   std::string describe() const;

@@ -98,6 +98,9 @@ Expr argmin(const Expr& a);
 enum class IwlPolicy {
   fixed,  // the output array's iwl (or AssignOptions::iwl): values beyond its range saturate
   exact,  // the smallest iwl that holds the rounded result (a max pass first): nothing saturates
+  // predicted by the output's Autoflex manager from the history of its writes (autoflex.hpp):
+  // the first write is `exact`, later ones store at the predicted iwl in one pass
+  autoflex,
 };
 
 struct AssignOptions {

@@ -1,6 +1,7 @@
 // Everything a flexkit user includes.
 #pragma once
 #include "flexkit/array.hpp"
+#include "flexkit/autoflex.hpp"
 #include "flexkit/conv.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/device.hpp"

@@ -27,6 +27,9 @@
 #include <vector>
 
 #include "flexkit/array.hpp"
+#include "flexkit/autoflex.hpp"
+#include "flexkit/expr.hpp"
+#include "flexkit/heavy_op_options.hpp"
 #include "flexkit/neuron.hpp"
 #include "flexkit/nn_io.hpp"
 
@@ -51,14 +54,36 @@ class Rng {
 struct Parameter {
   std::string name;  // "weight", "bias", "running_mean", a neuron parameter's name
   Array value;
-  Array grad;             // same shape, f32; accumulated by backward, cleared by zero_grad
+  Array grad;             // same shape and dtype; accumulated by backward, cleared by zero_grad
   bool trainable = true;  // false for buffers
+  // flex16 with f32 master weights: the copy the optimizer updates; `value` is its flex16
+  // rounding, rewritten after every step. Undefined otherwise.
+  Array master;
 };
 
-// How a layer stores what it writes. Only f32 is implemented; flex16 is reserved for training
-// with automatic exponents, and asking for it now throws UnsupportedError.
-struct LayerOptions {
-  DType dtype = DType::f32;
+// How a network stores what it computes. f32: everything in f32. flex16: the weights, the
+// activations, their gradients and the optimizer's state in flex16, each tensor's exponent
+// managed by Autoflex (IwlPolicy::autoflex); spikes stay u8 and the products stay exact. The
+// batch statistics and BatchNorm's running estimates, the neurons' residuals and the loss stay
+// f32 (precision_formats() lists them).
+struct Precision {
+  DType dtype = DType::f32;     // f32 or flex16
+  bool master_weights = false;  // flex16: keep an f32 master copy of every trainable tensor
+  bool operator==(const Precision&) const = default;
+};
+
+// Which format each class of tensor is kept in, in words, for summaries.
+std::vector<std::pair<std::string, std::string>> precision_formats(const Precision& precision);
+
+// The class of a managed flex16 tensor, for reports.
+enum class TensorClass { weights, activations, gradients, optimizer_state };
+std::string_view tensor_class_name(TensorClass c);
+
+// A flex16 tensor's exponent manager with the tensor's name ("3.linear.output").
+struct ManagedTensor {
+  std::string name;
+  TensorClass tensor_class = TensorClass::activations;
+  Autoflex manager;
 };
 
 class Layer {
@@ -86,17 +111,34 @@ class Layer {
   virtual JsonValue config() const = 0;
   void set_training(bool training) { training_ = training; }
   bool training() const { return training_; }
+  // Stores the trainable parameters (and from now on what the layer writes) as `precision`
+  // says; the values are converted (flex16: rounded to nearest at the finest iwl holding them).
+  virtual void set_precision(const Precision& precision);
+  const Precision& precision() const { return precision_; }
+  // The exponent managers of the flex16 tensors the layer writes (outputs, input gradients),
+  // by role; parameters carry theirs on their storage.
+  std::vector<ManagedTensor> managed_tensors() const;
 
  protected:
+  bool flex() const { return precision_.dtype == DType::flex16; }
+  // A fresh array for what the layer writes as `role`: f32, or flex16 served by the role's
+  // manager (the same one every step, so its history carries over).
+  Array new_tensor(const std::string& role, const Shape& shape, Device device,
+                   TensorClass tensor_class = TensorClass::activations);
+  // How the layer's writes store: autoflex for flex16 outputs.
+  AssignOptions writes() const;
+  HeavyOpOptions heavy_writes(double beta = 0.0) const;
+
   bool training_ = true;
   Device device_ = Device::cpu();
+  Precision precision_;
+  std::map<std::string, ManagedTensor> managers_;
 };
 
 // y = W·x + b over the features; W is (out, in) as in PyTorch.
 class Linear : public Layer {
  public:
-  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true,
-         LayerOptions options = {});
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true);
   std::string describe() const override;
   std::string kind() const override { return "linear"; }
   Shape output_features(const Shape& input) const override;
@@ -122,8 +164,7 @@ class Linear : public Layer {
 class Conv2d : public Layer {
  public:
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
-         std::int64_t stride = 1, std::int64_t padding = 0, bool bias = true,
-         LayerOptions options = {});
+         std::int64_t stride = 1, std::int64_t padding = 0, bool bias = true);
   std::string describe() const override;
   std::string kind() const override { return "conv"; }
   Shape output_features(const Shape& input) const override;
@@ -157,9 +198,11 @@ class Pool2d : public Layer {
   JsonValue config() const override;
 
  private:
+  Expr max_of_taps(const Array& x4, const Shape& out) const;
   Mode mode_;
   std::int64_t kernel_, stride_;
   Array input_, output_;
+  Shape output_shape_;
 };
 
 // Per-channel (axis 0) batch normalisation over every other axis: batch statistics in
@@ -265,6 +308,12 @@ class Sequential {
   Array backward(const Array& grad_output);
   void set_training(bool training);
   void to(Device device);
+  // Every layer's precision (Layer::set_precision); a flex16 network also converts an f32
+  // input and an f32 loss gradient to flex16 under managers of its own.
+  void set_precision(const Precision& precision);
+  const Precision& precision() const { return precision_; }
+  // The exponent managers of every flex16 tensor the network keeps or writes, with names.
+  std::vector<ManagedTensor> managed_tensors();
   void zero_grad();
   void reset_parameters(Rng& rng);
   // Every parameter and buffer with its name, in layer order.
@@ -276,6 +325,8 @@ class Sequential {
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  Precision precision_;
+  Autoflex input_manager_, loss_gradient_manager_;
 };
 
 // ---- architecture strings --------------------------------------------------------------------

@@ -28,17 +28,19 @@ struct TrainConfig {
   std::optional<double> lr, momentum, weight_decay;
   std::optional<bool> nesterov;
   std::optional<std::string> optimizer, loss, schedule;
-  std::optional<std::int64_t> step_size;  // the step schedule: every step_size epochs (30)
-  std::optional<double> gamma;            // ... the rate is multiplied by gamma (0.1)
-  std::optional<std::uint64_t> seed;      // 0 if unset
-  std::optional<std::int64_t> limit;      // the first `limit` samples of each set; 0: all
-  std::string device = "auto";            // cpu | cuda | cuda:N | auto
-  std::string data_dir;                   // empty: FLEXKIT_DATA_DIR, else Debian's directory
-  std::string checkpoint_dir;             // one checkpoint per epoch (epoch-N.ckpt) and best.ckpt
-  std::string resume;                     // a checkpoint to continue from
-  std::string save;                       // the trained weights as .npz
-  std::string summary;                    // the JSON summary
-  bool quiet = false;                     // no progress output
+  std::optional<std::int64_t> step_size;      // the step schedule: every step_size epochs (30)
+  std::optional<double> gamma;                // ... the rate is multiplied by gamma (0.1)
+  std::optional<std::uint64_t> seed;          // 0 if unset
+  std::optional<std::int64_t> limit;          // the first `limit` samples of each set; 0: all
+  std::optional<std::string> precision;       // f32 | flex16 (f32 if unset)
+  std::optional<std::string> master_weights;  // flex16: f32 (an f32 master copy) | flex16
+  std::string device = "auto";                // cpu | cuda | cuda:N | auto
+  std::string data_dir;                       // empty: FLEXKIT_DATA_DIR, else Debian's directory
+  std::string checkpoint_dir;  // one checkpoint per epoch (epoch-N.ckpt) and best.ckpt
+  std::string resume;          // a checkpoint to continue from
+  std::string save;            // the trained weights as .npz
+  std::string summary;         // the JSON summary
+  bool quiet = false;          // no progress output
 };
 
 // A preset: the architecture and the hyper-parameters it trains with.
@@ -58,8 +60,21 @@ struct EpochRecord {
   double seconds = 0;
 };
 
+// What the exponent managers of one class of flex16 tensors saw over a run.
+struct PrecisionRecord {
+  std::string tensor_class;  // weights, activations, gradients, optimizer state
+  std::int64_t tensors = 0, writes = 0;
+  int min_iwl = 0, max_iwl = 0;
+  std::int64_t overflow_writes = 0;  // writes that saturated at least one value
+  std::uint64_t saturated = 0, nan_count = 0;
+  std::int64_t clamped = 0;  // exponent predictions clamped to the legal range
+};
+
 struct TrainResult {
   std::vector<EpochRecord> history;
+  std::string precision = "f32";
+  std::vector<std::pair<std::string, std::string>> formats;  // tensor class -> format
+  std::vector<PrecisionRecord> exponents;                    // flex16 runs, per class
   double test_accuracy = 0, best_test_accuracy = 0;
   double wall_seconds = 0, samples_per_second = 0;
   std::size_t peak_host_bytes = 0, peak_device_bytes = 0;

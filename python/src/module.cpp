@@ -46,7 +46,9 @@ Expr to_expr(nb::handle value) {
 IwlPolicy iwl_policy_from(const std::string& name) {
   if (name == "fixed") return IwlPolicy::fixed;
   if (name == "exact") return IwlPolicy::exact;
-  throw nb::value_error(("iwl_policy: '" + name + "' is not 'fixed' or 'exact'").c_str());
+  if (name == "autoflex") return IwlPolicy::autoflex;
+  throw nb::value_error(
+      ("iwl_policy: '" + name + "' is not 'fixed', 'exact' or 'autoflex'").c_str());
 }
 
 NamedArrays named_arrays_from(nb::handle mapping, const char* what) {

@@ -11,6 +11,7 @@
 #include "backend/cuda/conv/conv_direct.hpp"
 #include "conv/conv_cpu.hpp"
 #include "conv/conv_internal.hpp"
+#include "core/flex16_write.hpp"
 #include "core/text.hpp"
 #include "flexkit/conv.hpp"
 #include "flexkit/cuda.hpp"
@@ -245,9 +246,28 @@ CallProblem problem_of(const Direction& d, const ConvPlan& plan, const Array& x,
   return c;
 }
 
+// IwlPolicy::autoflex resolved against the output's manager (fixed or exact).
+ConvOptions resolved(const ConvOptions& o, const detail::Flex16WritePlan& write) {
+  ConvOptions r = o;
+  r.iwl_policy = write.policy;
+  r.iwl = write.iwl;
+  return r;
+}
+
+void run_resolved(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y,
+                  const Array& out, const ConvOptions& o);
+
 void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y, const Array& out,
          const ConvOptions& o) {
   check_call(d, plan, x, y, out, o);
+  const detail::Flex16WritePlan write = detail::plan_flex16_write(out, o.iwl_policy, o.iwl, d.name);
+  detail::prepare_flex16_write(out, write, false);
+  run_resolved(d, plan, x, y, out, resolved(o, write));
+  detail::finish_flex16_write(out, write);
+}
+
+void run_resolved(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y,
+                  const Array& out, const ConvOptions& o) {
   if (plan.input_shape().back() == 0) return run_empty_batch(out, o);
   CallProblem c = problem_of(d, plan, x, y, out, o, true);
   const bool flex_out = out.dtype() == DType::flex16;
@@ -270,9 +290,11 @@ void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& 
 }
 
 std::string kernel_name(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y,
-                        const Array& out, const ConvOptions& o) {
-  check_call(d, plan, x, y, out, o);
+                        const Array& out, const ConvOptions& options) {
+  check_call(d, plan, x, y, out, options);
   if (plan.input_shape().back() == 0) return "none";
+  const ConvOptions o =
+      resolved(options, detail::plan_flex16_write(out, options.iwl_policy, options.iwl, d.name));
   CallProblem c = problem_of(d, plan, x, y, out, o, false);
   if (x.dtype() != DType::f32) {
     // The storing pass at the fixed policy's exponent (the measuring pass plans alike).

@@ -84,6 +84,17 @@ Flex16Stats Array::stats() const {
   return storage_->stats();
 }
 
+Autoflex Array::autoflex() const {
+  iwl();  // same checks
+  if (!storage_->autoflex) storage_->autoflex.emplace();
+  return *storage_->autoflex;
+}
+
+void Array::set_autoflex(const Autoflex& manager) {
+  iwl();  // same checks
+  storage_->autoflex = manager;
+}
+
 bool Array::shares_storage(const Array& other) const {
   return storage_ && storage_ == other.storage_;
 }

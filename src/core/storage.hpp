@@ -2,9 +2,11 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "flexkit/array.hpp"
+#include "flexkit/autoflex.hpp"
 #include "flexkit/device.hpp"
 #include "flexkit/flex16.hpp"
 #include "flexkit/portable/strided_layout.hpp"
@@ -38,7 +40,8 @@ class Storage {
   std::size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
 
-  int iwl = 0;  // flex16 exponent shared by every view
+  int iwl = 0;                       // flex16 exponent shared by every view
+  std::optional<Autoflex> autoflex;  // made by the first write under IwlPolicy::autoflex
 
   // What the last flex16 write recorded; waits for it when a device is still computing it.
   Flex16Stats stats() {
@@ -78,6 +81,7 @@ struct ArrayAccess {
     return Array(std::move(storage), dtype, std::move(shape), std::move(strides), offset, writable);
   }
   static detail::Storage& storage(const Array& a) { return *a.storage_; }
+  static const std::shared_ptr<detail::Storage>& storage_ptr(const Array& a) { return a.storage_; }
   static portable::StridedLayout layout(const Array& a);
 };
 

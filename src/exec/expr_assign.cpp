@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/expr_backend.hpp"
+#include "core/flex16_write.hpp"
 #include "core/storage.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
@@ -74,6 +75,13 @@ Device device_of(const ir::NodePtr& node) {
   return Device::cpu();
 }
 
+bool reads(const ir::NodePtr& node, const Array& out) {
+  if (node->op == ir::Op::operand && node->array.shares_storage(out)) return true;
+  for (const auto& a : node->args)
+    if (reads(a, out)) return true;
+  return false;
+}
+
 }  // namespace
 
 void assign(const Array& out, const Expr& e, const AssignOptions& options) {
@@ -83,21 +91,29 @@ void assign(const Array& out, const Expr& e, const AssignOptions& options) {
       throw DTypeError(detail::cat("assign: an iwl was given but the output ", out.describe(),
                                    " is not flex16"));
   }
-  ir::Plan plan = ir::make_plan(out, e.node(), options);
-  if (options.iwl) {
+  const detail::Flex16WritePlan write =
+      detail::plan_flex16_write(out, options.iwl_policy, options.iwl, "assign");
+  AssignOptions resolved = options;
+  resolved.iwl_policy = write.policy;
+  resolved.iwl = write.iwl;
+  ir::Plan plan = ir::make_plan(out, e.node(), resolved);
+  detail::prepare_flex16_write(out, write, reads(e.node(), out));
+  if (resolved.iwl) {
     Array o = out;
-    o.set_iwl(*options.iwl);
+    o.set_iwl(*resolved.iwl);
   }
   // On CUDA, row-local plans (softmax, x - max(x, -1), ...) run as one kernel reading each row
   // once; anything else runs stage by stage.
-  if (out.device().is_cuda() && backend::cuda::run_row_fused(plan)) return;
-  for (const ir::Stage& stage : plan.stages) {
-    if (stage.target.dtype() == DType::flex16 && stage.iwl_policy == IwlPolicy::exact &&
-        stage.target.shares_storage(out))
-      run_exact_flex16(stage);
-    else
-      run(stage);
+  if (!(out.device().is_cuda() && backend::cuda::run_row_fused(plan))) {
+    for (const ir::Stage& stage : plan.stages) {
+      if (stage.target.dtype() == DType::flex16 && stage.iwl_policy == IwlPolicy::exact &&
+          stage.target.shares_storage(out))
+        run_exact_flex16(stage);
+      else
+        run(stage);
+    }
   }
+  detail::finish_flex16_write(out, write);
 }
 
 Array evaluate(const Expr& e, DType dtype) {

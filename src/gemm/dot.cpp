@@ -13,6 +13,7 @@
 #include "backend/cpu/gemm_cpu.hpp"
 #include "backend/cuda/gemm_cuda_calls.hpp"
 #include "backend/heavy_op_plan.hpp"
+#include "core/flex16_write.hpp"
 #include "core/text.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/error.hpp"
@@ -152,8 +153,33 @@ void run_f32_staged(const Array& a, const Array& b, const Array& out, const DotO
 
 }  // namespace
 
+namespace {
+
+DotOptions resolved(const DotOptions& o, const detail::Flex16WritePlan& write) {
+  DotOptions r = o;
+  r.iwl_policy = write.policy;
+  r.iwl = write.iwl;
+  return r;
+}
+
+void dot_resolved(const Array& a, const Array& b, const Array& out, const DotOptions& options,
+                  const Shapes& s);
+
+}  // namespace
+
 void dot(const Array& a, const Array& b, const Array& out, const DotOptions& options) {
   const Shapes s = check_call(a, b, out, options);
+  const detail::Flex16WritePlan write =
+      detail::plan_flex16_write(out, options.iwl_policy, options.iwl, "dot");
+  detail::prepare_flex16_write(out, write, false);
+  dot_resolved(a, b, out, resolved(options, write), s);
+  detail::finish_flex16_write(out, write);
+}
+
+namespace {
+
+void dot_resolved(const Array& a, const Array& b, const Array& out, const DotOptions& options,
+                  const Shapes& s) {
   if (s.batch == 0 || s.m == 0 || s.n == 0) return;
   if (s.k == 0) {  // an empty sum: out = beta · out
     gemm::scale_output(out, options);
@@ -177,9 +203,13 @@ void dot(const Array& a, const Array& b, const Array& out, const DotOptions& opt
   if (flex_out) gemm::record_flex16_result(out, result.out_iwl, result.stats);
 }
 
+}  // namespace
+
 std::string dot_kernel_name(const Array& a, const Array& b, const Array& out,
-                            const DotOptions& options) {
-  const Shapes s = check_call(a, b, out, options);
+                            const DotOptions& given) {
+  const Shapes s = check_call(a, b, out, given);
+  const DotOptions options =
+      resolved(given, detail::plan_flex16_write(out, given.iwl_policy, given.iwl, "dot"));
   if (s.batch == 0 || s.m == 0 || s.n == 0 || s.k == 0) return "none";
   GemmProblem p = problem_of(a, b, out, options, s);
   if (a.dtype() != DType::f32) {

@@ -6,9 +6,7 @@
 
 namespace flexkit::nn::heavy {
 
-void matmul(const Array& a, const Array& b, const Array& out, double beta) {
-  DotOptions options;
-  options.beta = beta;
+void matmul(const Array& a, const Array& b, const Array& out, const HeavyOpOptions& options) {
   dot(a, b, out, options);
 }
 
@@ -98,7 +96,7 @@ void columns_adjoint(const ConvPlan& plan, const Array& columns, const Array& gr
 }  // namespace
 
 ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filter,
-                     const Array& out, bool keep, ConvRoute route) {
+                     const Array& out, bool keep, ConvRoute route, const ConvOptions& options) {
   ConvSaved saved;
   if (lowered(plan, input, route)) {
     const Geometry g = geometry(plan);
@@ -106,14 +104,14 @@ ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filt
     matmul(filter.reshape({g.c * g.r * g.s, g.k}).T(), columns, out.reshape({g.k, -1}));
     if (keep) saved.columns = columns;
   } else {
-    plan.fprop(input, filter, out);
+    plan.fprop(input, filter, out, options);
   }
   if (keep) saved.input = input;
   return saved;
 }
 
 void conv_bprop(const ConvPlan& plan, const Array& filter, const Array& grad_out,
-                const Array& grad_input, ConvRoute route) {
+                const Array& grad_input, ConvRoute route, const ConvOptions& options) {
   if (lowered(plan, grad_out, route)) {
     const Geometry g = geometry(plan);
     Array grad_columns =
@@ -122,21 +120,19 @@ void conv_bprop(const ConvPlan& plan, const Array& filter, const Array& grad_out
     columns_adjoint(plan, grad_columns, grad_input);
     return;
   }
-  plan.bprop(filter, grad_out, grad_input);
+  plan.bprop(filter, grad_out, grad_input, options);
 }
 
 void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad_out,
-                 const Array& grad_filter, double beta, ConvRoute route) {
+                 const Array& grad_filter, const ConvOptions& options, ConvRoute route) {
   if (lowered(plan, grad_out, route)) {
     const Geometry g = geometry(plan);
     const Array columns = saved.columns.defined() ? saved.columns : conv_columns(plan, saved.input);
     // gradF (CRS, K) = columns (CRS, PQB) · grad_outᵀ (PQB, K)
     matmul(columns, grad_out.reshape({g.k, -1}).T(), grad_filter.reshape({g.c * g.r * g.s, g.k}),
-           beta);
+           options);
     return;
   }
-  ConvOptions options;
-  options.beta = beta;
   plan.update(saved.input, grad_out, grad_filter, options);
 }
 

@@ -12,8 +12,8 @@
 
 namespace flexkit::nn::heavy {
 
-// out = a · b + beta · out (a, b 2-d views of any strides).
-void matmul(const Array& a, const Array& b, const Array& out, double beta = 0.0);
+// out = a · b + options.beta · out (a, b 2-d views of any strides).
+void matmul(const Array& a, const Array& b, const Array& out, const HeavyOpOptions& options = {});
 
 // What a convolution's backward needs from its forward: the input, or its column matrix when
 // the lowered form ran.
@@ -26,11 +26,16 @@ struct ConvSaved {
 // force either form on any device.
 enum class ConvRoute { automatic, lowered, planned };
 
+// `options` say how a flex16 output stores (the lowered form is f32 only).
 ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filter,
-                     const Array& out, bool keep, ConvRoute route = ConvRoute::automatic);
+                     const Array& out, bool keep, ConvRoute route = ConvRoute::automatic,
+                     const ConvOptions& options = {});
 void conv_bprop(const ConvPlan& plan, const Array& filter, const Array& grad_out,
-                const Array& grad_input, ConvRoute route = ConvRoute::automatic);
+                const Array& grad_input, ConvRoute route = ConvRoute::automatic,
+                const ConvOptions& options = {});
+// grad_filter = update + options.beta · grad_filter.
 void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad_out,
-                 const Array& grad_filter, double beta, ConvRoute route = ConvRoute::automatic);
+                 const Array& grad_filter, const ConvOptions& options,
+                 ConvRoute route = ConvRoute::automatic);
 
 }  // namespace flexkit::nn::heavy

@@ -4,8 +4,78 @@
 
 namespace flexkit::nn {
 
+using detail::cat;
+using detail::convert_parameter;
+
 void Layer::to(Device device) {
   device_ = device;
+}
+
+void Layer::set_precision(const Precision& precision) {
+  if (precision.dtype != DType::f32 && precision.dtype != DType::flex16)
+    throw ValueError(
+        cat(describe(), ": precision ", dtype_name(precision.dtype), " is not f32 or flex16"));
+  for (Parameter* p : parameters())
+    if (p->trainable) convert_parameter(*p, precision);
+  precision_ = precision;
+  managers_.clear();
+}
+
+std::vector<ManagedTensor> Layer::managed_tensors() const {
+  std::vector<ManagedTensor> out;
+  for (const auto& [role, m] : managers_) out.push_back(m);
+  return out;
+}
+
+Array Layer::new_tensor(const std::string& role, const Shape& shape, Device device,
+                        TensorClass tensor_class) {
+  if (!flex()) return Array::empty(shape, DType::f32, device);
+  auto it = managers_.find(role);
+  if (it == managers_.end())
+    it = managers_.emplace(role, ManagedTensor{role, tensor_class, {}}).first;
+  Array a = Array::empty(shape, DType::flex16, device);
+  a.set_autoflex(it->second.manager);
+  return a;
+}
+
+AssignOptions Layer::writes() const {
+  AssignOptions o;
+  if (flex()) o.iwl_policy = IwlPolicy::autoflex;
+  return o;
+}
+
+HeavyOpOptions Layer::heavy_writes(double beta) const {
+  HeavyOpOptions o;
+  o.beta = beta;
+  if (flex()) o.iwl_policy = IwlPolicy::autoflex;
+  return o;
+}
+
+std::string_view tensor_class_name(TensorClass c) {
+  switch (c) {
+    case TensorClass::weights:
+      return "weights";
+    case TensorClass::activations:
+      return "activations";
+    case TensorClass::gradients:
+      return "gradients";
+    case TensorClass::optimizer_state:
+      return "optimizer state";
+  }
+  return "?";
+}
+
+std::vector<std::pair<std::string, std::string>> precision_formats(const Precision& p) {
+  if (p.dtype != DType::flex16) return {{"everything", "f32"}};
+  return {{"weights", p.master_weights ? "flex16 (autoflex), updated from an f32 master copy"
+                                       : "flex16 (autoflex)"},
+          {"activations", "flex16 (autoflex); spikes u8"},
+          {"gradients", "flex16 (autoflex)"},
+          {"optimizer state", "flex16 (autoflex); Adam's second moment f32"},
+          {"matrix products and convolutions", "exact integer sums, rounded once"},
+          {"batch statistics, BatchNorm running estimates", "f32"},
+          {"neuron residuals (what backward re-reads)", "f32"},
+          {"spike rates and loss", "f32"}};
 }
 
 namespace detail {
@@ -29,8 +99,34 @@ Shape with_time_batch(const Shape& features, std::int64_t steps, std::int64_t ba
 }
 
 void ensure_grad(Parameter& p) {
-  if (!p.grad.defined() || p.grad.shape() != p.value.shape() || p.grad.device() != p.value.device())
-    p.grad = Array::zeros(p.value.shape(), DType::f32, p.value.device());
+  if (!p.grad.defined() || p.grad.shape() != p.value.shape() ||
+      p.grad.device() != p.value.device() || p.grad.dtype() != p.value.dtype())
+    p.grad = Array::zeros(p.value.shape(), p.value.dtype(), p.value.device());
+}
+
+void convert_parameter(Parameter& p, const Precision& precision) {
+  if (precision.dtype == DType::flex16) {
+    const Array exact = p.master.defined() ? p.master : p.value;
+    p.master = Array();
+    if (precision.master_weights)
+      p.master = exact.dtype() == DType::f32 ? exact.clone() : evaluate(Expr(exact));
+    if (p.value.dtype() != DType::flex16) {
+      Array v = Array::empty(p.value.shape(), DType::flex16, p.value.device());
+      assign(v, Expr(exact), {.iwl_policy = IwlPolicy::autoflex});
+      p.value = v;
+    }
+  } else {
+    if (p.value.dtype() != DType::f32)
+      p.value = p.master.defined() ? p.master : evaluate(Expr(p.value));
+    p.master = Array();
+  }
+  p.grad = Array();
+}
+
+Array copy_keeping_manager(const Array& a, Device device) {
+  Array c = a.copy_to(device);
+  if (a.dtype() == DType::flex16) c.set_autoflex(a.autoflex());
+  return c;
 }
 
 Parameter make_parameter(std::string name, const Shape& shape, bool trainable) {
@@ -42,14 +138,10 @@ Parameter make_parameter(std::string name, const Shape& shape, bool trainable) {
 }
 
 void move_parameter(Parameter& p, Device device) {
-  if (p.value.defined() && p.value.device() != device) p.value = p.value.copy_to(device);
-  if (p.grad.defined() && p.grad.device() != device) p.grad = p.grad.copy_to(device);
-}
-
-void require_f32(const LayerOptions& options, const std::string& layer) {
-  if (options.dtype != DType::f32)
-    throw UnsupportedError(cat(layer, ": storage dtype ", dtype_name(options.dtype),
-                               " is not implemented yet; layers store f32"));
+  if (p.value.defined() && p.value.device() != device)
+    p.value = copy_keeping_manager(p.value, device);
+  if (p.grad.defined() && p.grad.device() != device) p.grad = copy_keeping_manager(p.grad, device);
+  if (p.master.defined() && p.master.device() != device) p.master = p.master.copy_to(device);
 }
 
 std::string shape_json(const Shape& s) {

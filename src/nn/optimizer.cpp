@@ -17,6 +17,33 @@ void check_grad(const Parameter& p) {
     throw ValueError(cat("optimizer: parameter '", p.name, "' has no gradient of its shape"));
 }
 
+// What the update writes: the f32 master copy when there is one, else the value itself.
+Array& updated(Parameter& p) {
+  return p.master.defined() ? p.master : p.value;
+}
+
+// flex16 tensors (weights, optimizer state) store under their Autoflex managers.
+AssignOptions stores(const Array& target) {
+  AssignOptions o;
+  if (target.dtype() == DType::flex16) o.iwl_policy = IwlPolicy::autoflex;
+  return o;
+}
+
+void write(const Array& target, const Expr& e) {
+  assign(target, e, stores(target));
+}
+
+// After the master copy moved: its flex16 rounding becomes the value the layers read.
+void publish(Parameter& p) {
+  if (p.master.defined()) write(p.value, Expr(p.master));
+}
+
+// Optimizer state in the format of the gradients it follows.
+Array new_state(const Parameter& p) {
+  return Array::zeros(p.value.shape(), p.grad.defined() ? p.grad.dtype() : p.value.dtype(),
+                      p.value.device());
+}
+
 class Sgd final : public Optimizer {
  public:
   explicit Sgd(OptimizerOptions o) : o_(o) {}
@@ -24,21 +51,23 @@ class Sgd final : public Optimizer {
   void step(const std::vector<Parameter*>& params, double lr) override {
     if (o_.momentum > 0 && buffers_.size() != params.size()) {
       buffers_.clear();
-      for (Parameter* p : params)
-        buffers_.push_back(Array::zeros(p->value.shape(), DType::f32, p->value.device()));
+      for (Parameter* p : params) buffers_.push_back(new_state(*p));
     }
     for (std::size_t i = 0; i < params.size(); ++i) {
       Parameter& p = *params[i];
       check_grad(p);
-      Expr g = o_.weight_decay != 0 ? Expr(p.grad) + o_.weight_decay * Expr(p.value) : Expr(p.grad);
+      Array& w = updated(p);
+      Expr g = o_.weight_decay != 0 ? Expr(p.grad) + o_.weight_decay * Expr(w) : Expr(p.grad);
       if (o_.momentum == 0) {
-        assign(p.value, Expr(p.value) - lr * g);
+        write(w, Expr(w) - lr * g);
+        publish(p);
         continue;
       }
       Array& buf = buffers_[i];
       // The first step starts the buffer at the gradient, as PyTorch does.
-      assign(buf, steps_ == 0 ? g : o_.momentum * Expr(buf) + g);
-      assign(p.value, Expr(p.value) - lr * (o_.nesterov ? g + o_.momentum * Expr(buf) : Expr(buf)));
+      write(buf, steps_ == 0 ? g : o_.momentum * Expr(buf) + g);
+      write(w, Expr(w) - lr * (o_.nesterov ? g + o_.momentum * Expr(buf) : Expr(buf)));
+      publish(p);
     }
     ++steps_;
   }
@@ -62,7 +91,11 @@ class Adam final : public Optimizer {
       moments_.clear();
       for (Parameter* p : params)
         for (int k = 0; k < 2; ++k)
-          moments_.push_back(Array::zeros(p->value.shape(), DType::f32, p->value.device()));
+          // The second moment stays f32: squared gradients span twice the gradients' binades,
+          // and an entry flushed to 0 under one exponent per tensor turns m / sqrt(v) into m / eps.
+          moments_.push_back(k == 0
+                                 ? new_state(*p)
+                                 : Array::zeros(p->value.shape(), DType::f32, p->value.device()));
     }
     const double t = static_cast<double>(steps_ + 1);
     const double bc1 = 1 - std::pow(o_.beta1, t), bc2 = 1 - std::pow(o_.beta2, t);
@@ -71,13 +104,15 @@ class Adam final : public Optimizer {
       check_grad(p);
       Array& m = moments_[2 * i];
       Array& v = moments_[2 * i + 1];
+      Array& target = updated(p);
       Expr g(p.grad);
-      if (o_.weight_decay != 0 && !decoupled_) g = g + o_.weight_decay * Expr(p.value);
-      assign(m, o_.beta1 * Expr(m) + (1 - o_.beta1) * g);
-      assign(v, o_.beta2 * Expr(v) + (1 - o_.beta2) * sqr(g));
-      Expr w(p.value);
+      if (o_.weight_decay != 0 && !decoupled_) g = g + o_.weight_decay * Expr(target);
+      write(m, o_.beta1 * Expr(m) + (1 - o_.beta1) * g);
+      write(v, o_.beta2 * Expr(v) + (1 - o_.beta2) * sqr(g));
+      Expr w(target);
       if (decoupled_ && o_.weight_decay != 0) w = w * (1 - lr * o_.weight_decay);
-      assign(p.value, w - (lr / bc1) * Expr(m) / (sqrt(Expr(v)) * (1 / std::sqrt(bc2)) + o_.eps));
+      write(target, w - (lr / bc1) * Expr(m) / (sqrt(Expr(v)) * (1 / std::sqrt(bc2)) + o_.eps));
+      publish(p);
     }
     ++steps_;
   }

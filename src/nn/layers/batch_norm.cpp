@@ -38,16 +38,16 @@ Array BatchNorm::forward(const Array& x) {
   const std::int64_t m = x2.dim(1);
   const Array gamma = affine_ ? weight_.value.reshape({channels_, 1}) : Array();
   const Array beta = affine_ ? bias_.value.reshape({channels_, 1}) : Array();
-  Array y = Array::empty(x2.shape(), DType::f32, x.device());
+  Array y = new_tensor("output", x2.shape(), x.device());
   if (training_) {
     if (m < 2)
       throw ValueError(cat(describe(), ": batch statistics need more than one value per channel"));
     const Array mu = evaluate(mean(Expr(x2), 1));
     const Array var = evaluate(mean(sqr(Expr(x2) - mu), 1));
     inv_std_ = evaluate(reciprocal(sqrt(Expr(var) + eps_)));
-    x_hat_ = Array::empty(x2.shape(), DType::f32, x.device());
-    assign(x_hat_, (Expr(x2) - mu) * inv_std_);
-    assign(y, affine_ ? Expr(x_hat_) * gamma + beta : Expr(x_hat_));
+    x_hat_ = new_tensor("normalised", x2.shape(), x.device());
+    assign(x_hat_, (Expr(x2) - mu) * inv_std_, writes());
+    assign(y, affine_ ? Expr(x_hat_) * gamma + beta : Expr(x_hat_), writes());
     const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
     Array rm = running_mean_.value.reshape({channels_, 1});
     Array rv = running_var_.value.reshape({channels_, 1});
@@ -58,7 +58,7 @@ Array BatchNorm::forward(const Array& x) {
     const Array rm = running_mean_.value.reshape({channels_, 1});
     const Array rv = running_var_.value.reshape({channels_, 1});
     Expr normalised = (Expr(x2) - rm) * reciprocal(sqrt(Expr(rv) + eps_));
-    assign(y, affine_ ? normalised * gamma + beta : normalised);
+    assign(y, affine_ ? normalised * gamma + beta : normalised, writes());
   }
   return y.reshape(x.shape());
 }
@@ -69,7 +69,7 @@ Array BatchNorm::backward(const Array& grad_output) {
   const double m = static_cast<double>(g.dim(1));
   const Array sum_g = evaluate(sum(Expr(g), 1));
   const Array sum_g_xhat = evaluate(sum(Expr(g) * x_hat_, 1));
-  Array grad_x = Array::empty(g.shape(), DType::f32, g.device());
+  Array grad_x = new_tensor("input gradient", g.shape(), g.device(), TensorClass::gradients);
   Expr scale = Expr(inv_std_);
   if (affine_) {
     scale = scale * weight_.value.reshape({channels_, 1});
@@ -77,11 +77,12 @@ Array BatchNorm::backward(const Array& grad_output) {
     ensure_grad(bias_);
     Array gw = weight_.grad.reshape({channels_, 1});
     Array gb = bias_.grad.reshape({channels_, 1});
-    gw += Expr(sum_g_xhat);
-    gb += Expr(sum_g);
+    assign(gw, Expr(gw) + sum_g_xhat, writes());
+    assign(gb, Expr(gb) + sum_g, writes());
   }
   assign(grad_x,
-         scale * (Expr(g) - Expr(sum_g) * (1.0 / m) - Expr(x_hat_) * sum_g_xhat * (1.0 / m)));
+         scale * (Expr(g) - Expr(sum_g) * (1.0 / m) - Expr(x_hat_) * sum_g_xhat * (1.0 / m)),
+         writes());
   x_hat_ = Array();
   inv_std_ = Array();
   return grad_x.reshape(input_shape_);

@@ -12,7 +12,7 @@ void kaiming_uniform(Parameter& weight, Parameter* bias, std::int64_t fan_in, Rn
 }
 
 Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
-               std::int64_t stride, std::int64_t padding, bool bias, LayerOptions options)
+               std::int64_t stride, std::int64_t padding, bool bias)
     : in_(in_channels),
       out_(out_channels),
       kernel_(kernel),
@@ -23,7 +23,6 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
     throw ValueError(cat(describe(),
                          ": channels, kernel and stride must be positive and the "
                          "padding not negative"));
-  require_f32(options, describe());
   weight_ = make_parameter("weight", {in_, kernel_, kernel_, out_});
   if (has_bias_) bias_ = make_parameter("bias", {out_});
 }
@@ -55,11 +54,16 @@ Array Conv2d::forward(const Array& x) {
   const Array x4 = x.contiguous().reshape({in_, a.features[1], a.features[2], a.merged()});
   const auto plan = conv_plan(x4.shape(), weight_.value.shape(),
                               ConvParams{.padding = {padding_}, .stride = {stride_}});
-  Array y = Array::empty(plan->output_shape(), DType::f32, x.device());
-  const heavy::ConvSaved saved = heavy::conv_fprop(*plan, x4, weight_.value, y, training_);
+  Array y = new_tensor(has_bias_ ? "product" : "output", plan->output_shape(), x.device());
+  const heavy::ConvSaved saved = heavy::conv_fprop(*plan, x4, weight_.value, y, training_,
+                                                   heavy::ConvRoute::automatic, heavy_writes());
   saved_input_ = saved.input;
   saved_columns_ = saved.columns;
-  if (has_bias_) y += Expr(bias_.value.reshape({out_, 1, 1, 1}));
+  if (has_bias_) {
+    Array biased = new_tensor("output", y.shape(), x.device());
+    assign(biased, Expr(y) + bias_.value.reshape({out_, 1, 1, 1}), writes());
+    y = biased;
+  }
   input_shape_ = x.shape();
   return y.reshape(with_time_batch(out_features, a.steps, a.batch));
 }
@@ -70,14 +74,15 @@ Array Conv2d::backward(const Array& grad_output) {
   const auto plan = conv_plan(saved_input_.shape(), weight_.value.shape(),
                               ConvParams{.padding = {padding_}, .stride = {stride_}});
   const Array g4 = grad_output.contiguous().reshape(plan->output_shape());
-  Array grad_x = Array::empty(saved_input_.shape(), DType::f32, g4.device());
-  heavy::conv_bprop(*plan, weight_.value, g4, grad_x);
+  Array grad_x =
+      new_tensor("input gradient", saved_input_.shape(), g4.device(), TensorClass::gradients);
+  heavy::conv_bprop(*plan, weight_.value, g4, grad_x, heavy::ConvRoute::automatic, heavy_writes());
   ensure_grad(weight_);
-  heavy::conv_update(*plan, {saved_input_, saved_columns_}, g4, weight_.grad, 1.0);
+  heavy::conv_update(*plan, {saved_input_, saved_columns_}, g4, weight_.grad, heavy_writes(1.0));
   if (has_bias_) {
     ensure_grad(bias_);
     Array b = bias_.grad.reshape({out_, 1});
-    b += sum(Expr(g4.reshape({out_, -1})), 1);
+    assign(b, Expr(b) + sum(Expr(g4.reshape({out_, -1})), 1), writes());
   }
   saved_input_ = saved_columns_ = Array();
   return grad_x.reshape(input_shape_);

@@ -22,13 +22,17 @@ Array Dropout::forward(const Array& x) {
   const float keep_scale = static_cast<float>(1.0 / (1.0 - p_));
   for (float& m : mask) m = rng_.uniform() < p_ ? 0.0f : keep_scale;
   mask_ = Array::from_floats(mask, mask_shape, DType::f32, x.device());
-  return evaluate(Expr(x) * mask_);
+  Array y = new_tensor("output", x.shape(), x.device());
+  assign(y, Expr(x) * mask_, writes());
+  return y;
 }
 
 Array Dropout::backward(const Array& grad_output) {
   if (!training_ || p_ == 0) return grad_output;
   if (!mask_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
-  Array g = evaluate(Expr(grad_output) * mask_);
+  Array g = new_tensor("input gradient", grad_output.shape(), grad_output.device(),
+                       TensorClass::gradients);
+  assign(g, Expr(grad_output) * mask_, writes());
   mask_ = Array();
   return g;
 }

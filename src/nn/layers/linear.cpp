@@ -28,12 +28,11 @@ void kaiming_uniform(Parameter& weight, Parameter* bias, std::int64_t fan_in, Rn
 }
 }  // namespace detail
 
-Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, LayerOptions options)
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias)
     : in_(in_features), out_(out_features), has_bias_(bias) {
   if (in_features <= 0 || out_features <= 0)
     throw ValueError(
         cat("linear: sizes must be positive, got in ", in_features, ", out ", out_features));
-  require_f32(options, describe());
   weight_ = make_parameter("weight", {out_, in_});
   if (has_bias_) bias_ = make_parameter("bias", {out_});
 }
@@ -55,9 +54,15 @@ Array Linear::forward(const Array& x) {
   const ActivationShape a = split_activation(x, describe());
   output_features(a.features);
   const Array x2 = x.contiguous().reshape({in_, a.merged()});
-  Array y = Array::empty({out_, a.merged()}, DType::f32, x.device());
-  heavy::matmul(weight_.value, x2, y);
-  if (has_bias_) y += Expr(bias_.value.reshape({out_, 1}));
+  // flex16: the exact product and the biased output are two tensors with managers of their own
+  // (their ranges differ by the bias).
+  Array y = new_tensor(has_bias_ ? "product" : "output", {out_, a.merged()}, x.device());
+  heavy::matmul(weight_.value, x2, y, heavy_writes());
+  if (has_bias_) {
+    Array biased = new_tensor("output", y.shape(), x.device());
+    assign(biased, Expr(y) + bias_.value.reshape({out_, 1}), writes());
+    y = biased;
+  }
   if (training_) {
     input_ = x2;
     input_shape_ = x.shape();
@@ -69,14 +74,14 @@ Array Linear::backward(const Array& grad_output) {
   if (!input_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
   const std::int64_t merged = input_.dim(1);
   const Array g2 = grad_output.contiguous().reshape({out_, merged});
-  Array grad_x = Array::empty({in_, merged}, DType::f32, g2.device());
-  heavy::matmul(weight_.value.T(), g2, grad_x);
+  Array grad_x = new_tensor("input gradient", {in_, merged}, g2.device(), TensorClass::gradients);
+  heavy::matmul(weight_.value.T(), g2, grad_x, heavy_writes());
   ensure_grad(weight_);
-  heavy::matmul(g2, input_.T(), weight_.grad, 1.0);
+  heavy::matmul(g2, input_.T(), weight_.grad, heavy_writes(1.0));
   if (has_bias_) {
     ensure_grad(bias_);
     Array b = bias_.grad.reshape({out_, 1});
-    b += sum(Expr(g2), 1);
+    assign(b, Expr(b) + sum(Expr(g2), 1), writes());
   }
   input_ = Array();
   return grad_x.reshape(input_shape_);

@@ -18,6 +18,16 @@ Array tap(const Array& x4, std::int64_t r, std::int64_t s, std::int64_t stride, 
 
 }  // namespace
 
+Expr Pool2d::max_of_taps(const Array& x4, const Shape& out) const {
+  std::optional<Expr> e;
+  for (std::int64_t r = 0; r < kernel_; ++r)
+    for (std::int64_t s = 0; s < kernel_; ++s) {
+      Expr t(tap(x4, r, s, stride_, out[1], out[2]));
+      e = !e ? t : maximum(*e, t);
+    }
+  return *e;
+}
+
 Pool2d::Pool2d(Mode mode, std::int64_t kernel, std::int64_t stride)
     : mode_(mode), kernel_(kernel), stride_(stride == 0 ? kernel : stride) {
   if (kernel_ <= 0 || stride_ <= 0)
@@ -41,7 +51,11 @@ Array Pool2d::forward(const Array& x) {
   const Shape out = output_features(a.features);
   const Array x4 =
       x.contiguous().reshape({a.features[0], a.features[1], a.features[2], a.merged()});
-  Array y = Array::empty({out[0], out[1], out[2], a.merged()}, DType::f32, x.device());
+  const Shape y_shape{out[0], out[1], out[2], a.merged()};
+  // The maximum of spikes is a spike: kept u8.
+  Array y = mode_ == Mode::max && x.dtype() == DType::u8
+                ? Array::empty(y_shape, DType::u8, x.device())
+                : new_tensor("output", y_shape, x.device());
   std::optional<Expr> e;
   for (std::int64_t r = 0; r < kernel_; ++r)
     for (std::int64_t s = 0; s < kernel_; ++s) {
@@ -49,18 +63,23 @@ Array Pool2d::forward(const Array& x) {
       e = !e ? t : (mode_ == Mode::max ? maximum(*e, t) : *e + t);
     }
   if (mode_ == Mode::average) e = *e * (1.0 / static_cast<double>(kernel_ * kernel_));
-  assign(y, *e);
+  assign(y, *e, y.dtype() == DType::flex16 ? writes() : AssignOptions{});
   if (training_) {
     input_ = x4;
-    output_ = y;
+    // A flex16 output is a rounding of the maximum, not one of the inputs: backward then
+    // compares against the maximum recomputed from the input.
+    output_ = y.dtype() == DType::flex16 ? Array() : y;
+    output_shape_ = y.shape();
   }
   return y.reshape(with_time_batch(out, a.steps, a.batch));
 }
 
 Array Pool2d::backward(const Array& grad_output) {
   if (!input_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
-  const Shape& os = output_.shape();
+  const Shape os = output_shape_;
   const Array g4 = grad_output.contiguous().reshape(os);
+  // Written tap by tap into an f32 scratch, then stored once (a flex16 gradient's manager sees
+  // one write per step).
   Array grad_x = Array::zeros(input_.shape(), DType::f32, g4.device());
   const bool overlapping = stride_ < kernel_;
   std::vector<Array> taps;
@@ -73,8 +92,9 @@ Array Pool2d::backward(const Array& grad_output) {
       } else {
         // The gradient goes to the first tap holding the maximum, as PyTorch's does.
         const Array xt = tap(input_, r, s, stride_, os[1], os[2]);
-        Expr first = eq(xt, output_);
-        for (const Array& earlier : taps) first = first * ne(earlier, output_);
+        Expr top = output_.defined() ? Expr(output_) : max_of_taps(input_, os);
+        Expr first = eq(xt, top);
+        for (const Array& earlier : taps) first = first * ne(earlier, top);
         contribution = where(first, g4, 0.0);
         taps.push_back(xt);
       }
@@ -88,6 +108,12 @@ Array Pool2d::backward(const Array& grad_output) {
   in_shape.pop_back();
   input_ = Array();
   output_ = Array();
+  if (flex()) {
+    Array stored =
+        new_tensor("input gradient", grad_x.shape(), grad_x.device(), TensorClass::gradients);
+    assign(stored, Expr(grad_x), writes());
+    grad_x = stored;
+  }
   const std::int64_t batch = grad_output.dim(grad_output.rank() - 1);
   return grad_x.reshape(with_time_batch(in_shape, merged / batch, batch));
 }

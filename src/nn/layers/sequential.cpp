@@ -9,16 +9,60 @@ void Sequential::add(std::unique_ptr<Layer> layer) {
   layers_.push_back(std::move(layer));
 }
 
+namespace {
+
+// A float tensor stored as flex16 under `manager` (u8 and flex16 pass through).
+Array as_flex16(const Array& x, const Autoflex& manager) {
+  if (x.dtype() == DType::flex16 || x.dtype() == DType::u8) return x;
+  Array out = Array::empty(x.shape(), DType::flex16, x.device());
+  out.set_autoflex(manager);
+  assign(out, Expr(x), {.iwl_policy = IwlPolicy::autoflex});
+  return out;
+}
+
+}  // namespace
+
 Array Sequential::forward(const Array& x) {
-  Array h = x;
+  Array h = precision_.dtype == DType::flex16 && x.defined() ? as_flex16(x, input_manager_) : x;
   for (auto& layer : layers_) h = layer->forward(h);
   return h;
 }
 
 Array Sequential::backward(const Array& grad_output) {
-  Array g = grad_output;
+  Array g = precision_.dtype == DType::flex16 && grad_output.defined()
+                ? as_flex16(grad_output, loss_gradient_manager_)
+                : grad_output;
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward(g);
   return g;
+}
+
+void Sequential::set_precision(const Precision& precision) {
+  for (auto& layer : layers_) layer->set_precision(precision);
+  precision_ = precision;
+  input_manager_ = Autoflex();
+  loss_gradient_manager_ = Autoflex();
+}
+
+std::vector<ManagedTensor> Sequential::managed_tensors() {
+  std::vector<ManagedTensor> out;
+  if (precision_.dtype != DType::flex16) return out;
+  out.push_back({"input", TensorClass::activations, input_manager_});
+  out.push_back({"loss gradient", TensorClass::gradients, loss_gradient_manager_});
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const std::string prefix = cat(i, ".", layers_[i]->kind(), ".");
+    for (const Parameter* p : layers_[i]->parameters()) {
+      if (!p->trainable) continue;
+      if (p->value.dtype() == DType::flex16)
+        out.push_back({prefix + p->name, TensorClass::weights, p->value.autoflex()});
+      if (p->grad.defined() && p->grad.dtype() == DType::flex16)
+        out.push_back({prefix + p->name + ".grad", TensorClass::gradients, p->grad.autoflex()});
+    }
+    for (ManagedTensor m : layers_[i]->managed_tensors()) {
+      m.name = prefix + m.name;
+      out.push_back(std::move(m));
+    }
+  }
+  return out;
 }
 
 void Sequential::set_training(bool training) {
@@ -42,7 +86,10 @@ void Sequential::zero_grad() {
 }
 
 void Sequential::reset_parameters(Rng& rng) {
-  for (auto& layer : layers_) layer->reset_parameters(rng);
+  for (auto& layer : layers_) {
+    layer->reset_parameters(rng);  // f32 values, then stored as the layer's precision says
+    layer->set_precision(layer->precision());
+  }
 }
 
 std::vector<std::pair<std::string, Parameter*>> Sequential::named_parameters() {

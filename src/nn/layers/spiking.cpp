@@ -33,8 +33,11 @@ Array Spiking::forward(const Array& x) {
   Array seq = x.contiguous();
   repeated_input_ = a.steps == 1 && steps_ > 1;
   if (repeated_input_) {
-    seq = Array::empty(with_time_batch(a.features, steps_, a.batch), DType::f32, x.device());
-    assign(seq, Expr(x));
+    // A u8 input repeats as u8; anything else as what the layer stores.
+    const Shape shape = with_time_batch(a.features, steps_, a.batch);
+    seq = x.dtype() == DType::u8 ? Array::empty(shape, DType::u8, x.device())
+                                 : new_tensor("repeated input", shape, x.device());
+    assign(seq, Expr(x), x.dtype() == DType::u8 ? AssignOptions{} : writes());
   } else if (a.steps != steps_) {
     throw ShapeError(
         cat(describe(), ": the input has ", a.steps, " time steps, the layer runs ", steps_));
@@ -43,13 +46,20 @@ Array Spiking::forward(const Array& x) {
   for (const Parameter& p : params_) params.emplace(p.name, p.value);
   NeuronStorage storage;
   storage.time_axis = time_axis;
+  if (flex()) storage.spike_dtype = DType::u8;
   const NeuronKernelKind kind =
       training_ ? NeuronKernelKind::training_forward : NeuronKernelKind::inference_final_state;
   NeuronForward f =
       neuron_forward(neuron_, kind, {{neuron_.inputs()[0], seq}}, {}, params, storage);
   residuals_ = training_ ? f.residuals : nullptr;
   input_shape_ = x.shape();
-  return f.outputs.at(neuron_.outputs()[0]);
+  Array out = f.outputs.at(neuron_.outputs()[0]);
+  if (flex() && out.dtype() == DType::f32) {  // an output that is not a spike
+    Array stored = new_tensor("output", out.shape(), out.device());
+    assign(stored, Expr(out), writes());
+    out = stored;
+  }
+  return out;
 }
 
 Array Spiking::backward(const Array& grad_output) {
@@ -59,11 +69,14 @@ Array Spiking::backward(const Array& grad_output) {
   residuals_ = nullptr;
   for (Parameter& p : params_) {
     ensure_grad(p);
-    p.grad += Expr(g.params.at(p.name).reshape({}));
+    assign(p.grad, Expr(p.grad) + g.params.at(p.name).reshape({}), writes());
   }
-  Array gx = g.inputs.at(neuron_.inputs()[0]);
-  if (repeated_input_) gx = evaluate(sum(Expr(gx), gx.rank() - 2));
-  return gx.reshape(input_shape_);
+  const Array gx = g.inputs.at(neuron_.inputs()[0]);  // f32 from the kernel
+  Expr summed = repeated_input_ ? sum(Expr(gx), gx.rank() - 2) : Expr(gx);
+  if (!flex()) return (repeated_input_ ? evaluate(summed) : gx).reshape(input_shape_);
+  Array out = new_tensor("input gradient", summed.shape(), gx.device(), TensorClass::gradients);
+  assign(out, summed, writes());
+  return out.reshape(input_shape_);
 }
 
 std::vector<Parameter*> Spiking::parameters() {

@@ -102,6 +102,19 @@ void write_summary(const std::string& path, const TrainResult& result,
     peak.set("device", static_cast<std::int64_t>(result.peak_device_bytes));
   JsonValue settings = JsonValue::object();
   for (const auto& [k, v] : config.neuron_settings) settings.set(k, v);
+  JsonValue formats = JsonValue::object();
+  for (const auto& [what, format] : result.formats) formats.set(what, format);
+  JsonValue exponents = JsonValue::object();
+  for (const PrecisionRecord& e : result.exponents)
+    exponents.set(e.tensor_class,
+                  JsonValue::object({{"tensors", e.tensors},
+                                     {"writes", e.writes},
+                                     {"min_iwl", static_cast<std::int64_t>(e.min_iwl)},
+                                     {"max_iwl", static_cast<std::int64_t>(e.max_iwl)},
+                                     {"overflow_writes", e.overflow_writes},
+                                     {"saturated_values", static_cast<std::int64_t>(e.saturated)},
+                                     {"nan_values", static_cast<std::int64_t>(e.nan_count)},
+                                     {"clamped_exponents", e.clamped}}));
   JsonValue summary = JsonValue::object(
       {{"test_accuracy", result.test_accuracy},
        {"best_test_accuracy", result.best_test_accuracy},
@@ -113,7 +126,11 @@ void write_summary(const std::string& path, const TrainResult& result,
        {"samples_per_second", result.samples_per_second},
        {"peak_memory_bytes", peak},
        {"device", result.device},
-       {"precision", "f32"},
+       {"precision", result.precision},
+       {"master_weights",
+        result.precision == "flex16" ? JsonValue(config.master_weights) : JsonValue()},
+       {"formats", formats},
+       {"exponents", exponents},
        {"seed", static_cast<std::int64_t>(config.seed)},
        {"model", result.architecture},
        {"preset", config.model == config.architecture ? JsonValue() : JsonValue(config.model)},

@@ -19,6 +19,9 @@ struct ResolvedConfig {
   bool nesterov = false;
   std::string optimizer, loss, schedule;
   std::uint64_t seed = 0;
+  std::string precision = "f32", master_weights = "f32";
+
+  Precision precision_settings() const;
 
   OptimizerOptions optimizer_options() const;
   Neuron build_neuron() const;

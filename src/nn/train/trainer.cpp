@@ -153,6 +153,8 @@ ResolvedConfig resolve_config(const TrainConfig& config, const std::string& chec
   r.seed = config.seed ? *config.seed
                        : static_cast<std::uint64_t>(std::stoull(from_saved("seed").value_or("0")));
   r.limit = pick_int(config.limit, "limit", 0);
+  r.precision = pick_text(config.precision, "precision", "f32");
+  r.master_weights = pick_text(config.master_weights, "master_weights", "f32");
 
   check_positive(r.time_steps, "T (--T)");
   check_positive(r.epochs, "the number of epochs (--epochs)");
@@ -162,10 +164,24 @@ ResolvedConfig resolve_config(const TrainConfig& config, const std::string& chec
   if (r.limit < 0) throw ValueError(cat("--limit must not be negative, got ", r.limit));
   if (r.step_size <= 0) throw ValueError(cat("--step-size must be positive, got ", r.step_size));
   if (!(r.gamma > 0)) throw ValueError(cat("--gamma must be positive, got ", r.gamma));
+  if (r.precision != "f32" && r.precision != "flex16")
+    throw ValueError(cat("--precision ", r.precision, ": precisions are f32 and flex16"));
+  if (r.master_weights != "f32" && r.master_weights != "flex16")
+    throw ValueError(cat("--master-weights ", r.master_weights,
+                         ": f32 (an f32 copy the optimizer updates) or flex16 (none)"));
+  if (config.master_weights && r.precision != "flex16")
+    throw ValueError("--master-weights goes with --precision flex16");
   (void)parse_loss(r.loss);
   (void)parse_schedule(r.schedule);
   (void)make_optimizer(r.optimizer, r.optimizer_options());
   return r;
+}
+
+Precision ResolvedConfig::precision_settings() const {
+  Precision p;
+  p.dtype = precision == "flex16" ? DType::flex16 : DType::f32;
+  p.master_weights = p.dtype == DType::flex16 && master_weights == "f32";
+  return p;
 }
 
 OptimizerOptions ResolvedConfig::optimizer_options() const {
@@ -217,7 +233,8 @@ std::string ResolvedConfig::text() const {
              "\nweight_decay=", format_double(weight_decay), "\nnesterov=", nesterov ? 1 : 0,
              "\noptimizer=", optimizer, "\nloss=", loss, "\nschedule=", schedule,
              "\nstep_size=", step_size, "\ngamma=", format_double(gamma), "\nseed=", seed,
-             "\nlimit=", limit, "\n");
+             "\nlimit=", limit, "\nprecision=", precision, "\nmaster_weights=", master_weights,
+             "\n");
 }
 
 std::string canonical_architecture(Sequential& net) {
@@ -295,14 +312,65 @@ Checkpoint snapshot(Sequential& net, const Optimizer& optimizer, const ResolvedC
   c.epochs_done = epochs_done;
   c.global_step = step;
   for (Rng* rng : layer_rngs(net)) c.rng_states.push_back(rng->state());
+  // The f32 master copy where there is one: the flex16 value is its rounding.
   for (const auto& [name, p] : net.named_parameters())
-    c.parameters.emplace_back(name, p->value.copy_to(Device::cpu()));
+    c.parameters.emplace_back(name,
+                              (p->master.defined() ? p->master : p->value).copy_to(Device::cpu()));
   c.optimizer = optimizer.name();
   c.optimizer_steps = optimizer.steps();
   for (const Array& a : optimizer.state()) c.optimizer_state.push_back(a.copy_to(Device::cpu()));
   c.history = history;
   c.best_test_accuracy = best;
   return c;
+}
+
+// Every managed flex16 tensor of the network and the optimizer's state.
+std::vector<ManagedTensor> all_managed(Sequential& net, const Optimizer& optimizer) {
+  std::vector<ManagedTensor> out = net.managed_tensors();
+  const std::vector<Array> state = optimizer.state();
+  for (std::size_t i = 0; i < state.size(); ++i)
+    if (state[i].defined() && state[i].dtype() == DType::flex16)
+      out.push_back({cat("optimizer.", i), TensorClass::optimizer_state, state[i].autoflex()});
+  return out;
+}
+
+std::vector<PrecisionRecord> exponent_report(Sequential& net, const Optimizer& optimizer) {
+  std::vector<PrecisionRecord> out;
+  for (TensorClass c : {TensorClass::weights, TensorClass::activations, TensorClass::gradients,
+                        TensorClass::optimizer_state}) {
+    PrecisionRecord rec;
+    rec.tensor_class = std::string(tensor_class_name(c));
+    bool any = false;
+    for (const ManagedTensor& m : all_managed(net, optimizer)) {
+      if (m.tensor_class != c) continue;
+      const AutoflexReport a = m.manager.report();
+      ++rec.tensors;
+      if (a.writes == 0) continue;
+      rec.min_iwl = any ? std::min(rec.min_iwl, a.min_iwl) : a.min_iwl;
+      rec.max_iwl = any ? std::max(rec.max_iwl, a.max_iwl) : a.max_iwl;
+      any = true;
+      rec.writes += a.writes;
+      rec.overflow_writes += a.overflow_writes;
+      rec.saturated += a.saturated;
+      rec.nan_count += a.nan_count;
+      rec.clamped += a.clamped;
+    }
+    out.push_back(rec);
+  }
+  return out;
+}
+
+// A NaN reaching a flex16 write is stored as 0 and counted by the tensor's manager: the first
+// one stops the run, naming the tensor and the step (it would only spread).
+void check_flex16_writes(Sequential& net, std::int64_t epoch, std::int64_t step,
+                         Progress& progress) {
+  for (const ManagedTensor& m : net.managed_tensors())
+    if (m.manager.report().nan_count != 0) {
+      progress.finish_bar();
+      throw TrainingDiverged(cat("a NaN reached the flex16 tensor ", m.name, " (",
+                                 tensor_class_name(m.tensor_class), ") at epoch ", epoch, ", step ",
+                                 step, "; stopped. Try a lower learning rate (--lr)"));
+    }
 }
 
 std::size_t device_peak(Device device) {
@@ -323,6 +391,7 @@ TrainResult train(const TrainConfig& config) {
   net.to(device);
   Rng init_rng(r.seed);
   net.reset_parameters(init_rng);
+  const Precision precision = r.precision_settings();
   const std::uint64_t hash = model_hash(net);
   const LossKind loss_kind = parse_loss(r.loss);
   std::unique_ptr<Optimizer> optimizer = make_optimizer(r.optimizer, r.optimizer_options());
@@ -337,6 +406,10 @@ TrainResult train(const TrainConfig& config) {
   result.architecture = canonical_architecture(net);
   std::int64_t first_epoch = 0, global_step = 0;
   if (resumed) {
+    if (r.precision != "f32")
+      throw UnsupportedError(cat(config.resume, ": resuming a flex16 run is not supported yet ",
+                                 "(its exponent managers' histories are not in the checkpoint); ",
+                                 "the checkpoint's weights load with `flexkit eval`"));
     if (resumed->config_hash != hash)
       throw FormatError(cat(config.resume, ": the checkpoint was made for another model (",
                             parse_lines(resumed->config_text)["architecture"],
@@ -351,6 +424,9 @@ TrainResult train(const TrainConfig& config) {
       throw ValueError(
           cat(config.resume, " has ", first_epoch, " epochs done, more than --epochs ", r.epochs));
   }
+  net.set_precision(precision);
+  result.precision = r.precision;
+  result.formats = precision_formats(precision);
   // Output places are made and checked before training, not found missing after it.
   if (!config.checkpoint_dir.empty()) prepare_directory(config.checkpoint_dir, "--checkpoint");
   for (const auto& [path, option] :
@@ -380,6 +456,11 @@ TrainResult train(const TrainConfig& config) {
                     r.optimizer, " lr ", r.lr, " (", r.schedule, "), loss ", r.loss, ", batch ",
                     r.batch, ", ", train_loader.samples(), " training samples, device ",
                     device.str(), ", seed ", r.seed));
+  if (precision.dtype == DType::flex16) {
+    std::string formats;
+    for (const auto& [what, format] : result.formats) formats += cat("\n  ", what, ": ", format);
+    progress.line(cat("precision flex16:", formats));
+  }
   if (resumed) progress.line(cat("resuming from ", config.resume, " after epoch ", first_epoch));
 
   double train_seconds = 0;
@@ -418,6 +499,8 @@ TrainResult train(const TrainConfig& config) {
       net.zero_grad();
       net.backward(lr_result.grad_output);
       optimizer->step(params, lr);
+      if (precision.dtype == DType::flex16)
+        check_flex16_writes(net, epoch + 1, step_in_epoch + 1, progress);
       // Spikes hide a NaN (a NaN potential never fires), so the parameters are checked too.
       for (const auto& [name, p] : named)
         if (p->trainable && !all_finite(p->value)) {
@@ -491,6 +574,15 @@ TrainResult train(const TrainConfig& config) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   result.samples_per_second =
       train_seconds > 0 ? static_cast<double>(trained_samples) / train_seconds : 0;
+  if (precision.dtype == DType::flex16) {
+    result.exponents = exponent_report(net, *optimizer);
+    for (const PrecisionRecord& e : result.exponents)
+      progress.line(cat("flex16 ", e.tensor_class, ": ", e.tensors, " tensors, iwl ", e.min_iwl,
+                        "..", e.max_iwl, ", ", e.overflow_writes, " of ", e.writes,
+                        " writes saturated (", e.saturated, " values)",
+                        e.nan_count ? cat(", ", e.nan_count, " NaN stored as 0") : std::string(),
+                        e.clamped ? cat(", ", e.clamped, " exponents clamped") : std::string()));
+  }
   result.peak_host_bytes = peak_host_bytes();
   result.peak_device_bytes = device_peak(device);
   if (!config.save.empty() && !result.interrupted) save_model_npz(config.save, net, r);
@@ -515,6 +607,7 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
     throw FormatError(cat(checkpoint, ": the checkpoint's hash does not match its own model"));
   std::unique_ptr<Optimizer> optimizer = make_optimizer(r.optimizer, r.optimizer_options());
   restore(net, *optimizer, c, device, checkpoint);
+  net.set_precision(r.precision_settings());  // evaluated as it was trained
   const Dataset test_set = load_fashion_mnist(data_dir, false);
   LoaderOptions options;
   options.batch_size = r.batch;

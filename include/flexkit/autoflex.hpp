@@ -1,0 +1,50 @@
+// Autoflex managers: the per-tensor exponent prediction behind IwlPolicy::autoflex.
+//
+// Every flex16 storage can carry a manager. A write under IwlPolicy::autoflex asks it for the
+// iwl to store at, then feeds it the statistics the write recorded (max |m|, saturated and NaN
+// counts). A manager outlives the arrays it served: a layer that allocates a fresh output every
+// step hands each one the same manager (Array::set_autoflex), so the history carries over.
+//
+//   Array y = Array::empty({1}, DType::flex16);
+//   for (double x : {0.0, 1.0, 2.0, 3.0}) assign(y, Expr(x) + 1.5, {.iwl_policy =
+//   IwlPolicy::autoflex});
+//   // y reads back 1.5, 1.99993896484375 (saturated), 3.5, 4.5
+//
+// The rule and its constants are in flexkit/portable/autoflex.hpp and docs/flex16.md.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "flexkit/flex16.hpp"
+#include "flexkit/portable/autoflex.hpp"
+
+namespace flexkit {
+
+// What a manager has seen, for reports.
+struct AutoflexReport {
+  std::int64_t writes = 0;
+  std::int64_t overflow_writes = 0;  // writes that saturated at least one value
+  std::int64_t clamped = 0;          // predictions clamped to the legal iwl range
+  std::uint64_t saturated = 0;       // values saturated over all writes
+  std::uint64_t nan_count = 0;       // NaN values stored as 0 over all writes
+  int min_iwl = 0, max_iwl = 0;      // the iwls the writes used (0, 0 before any write)
+  int next_iwl = 0;                  // what the next write uses (after the first)
+};
+
+// A handle, as Array is: copies share one manager, and const methods may still record into it.
+class Autoflex {
+ public:
+  Autoflex();
+  const portable::AutoflexState& state() const { return *state_; }
+  AutoflexReport report() const;
+  // Back to no history: the next write takes the exact iwl again.
+  void reset() const;
+  // Feeds one write's statistics (what every flex16 write does under IwlPolicy::autoflex).
+  void record(int written_iwl, const Flex16Stats& stats) const;
+  bool operator==(const Autoflex& other) const { return state_ == other.state_; }
+
+ private:
+  std::shared_ptr<portable::AutoflexState> state_;
+};
+
+}  // namespace flexkit

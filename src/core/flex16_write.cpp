@@ -1,0 +1,91 @@
+#include "core/flex16_write.hpp"
+
+#include "core/storage.hpp"
+#include "core/text.hpp"
+#include "flexkit/error.hpp"
+
+namespace flexkit {
+
+Autoflex::Autoflex()
+    : state_(std::make_shared<portable::AutoflexState>(portable::autoflex_initial())) {}
+
+void Autoflex::reset() const {
+  *state_ = portable::autoflex_initial();
+}
+
+void Autoflex::record(int written_iwl, const Flex16Stats& stats) const {
+  portable::autoflex_record(*state_, written_iwl, stats.max_abs_m, stats.saturated,
+                            stats.nan_count);
+}
+
+AutoflexReport Autoflex::report() const {
+  const portable::AutoflexState& s = *state_;
+  AutoflexReport r;
+  r.writes = s.writes;
+  r.overflow_writes = s.overflows;
+  r.clamped = s.clamped;
+  r.saturated = s.saturated;
+  r.nan_count = s.nan_count;
+  if (s.writes > 0) {
+    r.min_iwl = s.min_iwl;
+    r.max_iwl = s.max_iwl;
+  }
+  r.next_iwl = s.iwl;
+  return r;
+}
+
+namespace detail {
+
+bool covers_part_of_storage(const Array& out) {
+  return out.nbytes() != ArrayAccess::storage(out).bytes();
+}
+
+void rescale_storage(const Array& out, int to) {
+  Storage& storage = ArrayAccess::storage(out);
+  const int from = storage.iwl;
+  if (from == to) return;
+  const auto n = static_cast<std::int64_t>(storage.bytes() / sizeof(std::int16_t));
+  // A second view of the same memory at the old exponent, read element by element while the
+  // storage is rewritten at the new one (each element is read before it is written).
+  const Array old = Array::from_external(storage.data(), DType::flex16, {n}, {1}, storage.device(),
+                                         ArrayAccess::storage_ptr(out), false, from);
+  Array all = ArrayAccess::make(ArrayAccess::storage_ptr(out), DType::flex16, {n}, {1}, 0, true);
+  storage.iwl = to;
+  assign(all, Expr(old));
+}
+
+Flex16WritePlan plan_flex16_write(const Array& out, IwlPolicy policy, std::optional<int> iwl,
+                                  const char* operation) {
+  Flex16WritePlan plan{policy, iwl, std::nullopt};
+  if (policy != IwlPolicy::autoflex) return plan;
+  if (iwl)
+    throw ValueError(cat(operation,
+                         ": IwlPolicy::autoflex picks the exponent itself; an explicit iwl "
+                         "goes with IwlPolicy::fixed"));
+  if (!out.defined() || out.dtype() != DType::flex16) {
+    plan.policy = IwlPolicy::fixed;  // nothing to manage, as `exact` on a float output
+    return plan;
+  }
+  plan.manager = out.autoflex();
+  const portable::AutoflexState& state = plan.manager->state();
+  if (portable::autoflex_wants_exact(state)) {
+    plan.policy = IwlPolicy::exact;
+    return plan;
+  }
+  plan.policy = IwlPolicy::fixed;
+  plan.iwl = state.iwl;
+  return plan;
+}
+
+void prepare_flex16_write(const Array& out, const Flex16WritePlan& plan, bool keeps_old_values) {
+  if (!plan.manager || !plan.iwl || out.size() == 0) return;
+  if (keeps_old_values || covers_part_of_storage(out)) rescale_storage(out, *plan.iwl);
+}
+
+void finish_flex16_write(const Array& out, const Flex16WritePlan& plan) {
+  if (!plan.manager || out.size() == 0) return;
+  plan.manager->record(out.iwl(), out.stats());
+}
+
+}  // namespace detail
+}  // namespace flexkit
