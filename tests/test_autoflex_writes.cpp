@@ -146,7 +146,9 @@ TEST(AutoflexWrites, OverflowThenConvergenceMatchesAHostManager) {
     EXPECT_EQ(y.stats().saturated, saturated);
     portable::autoflex_record(host, iwl, max_m, saturated, 0);
     if (saturated) ++saturating_writes;
-    if (step >= 14) EXPECT_EQ(saturated, 0u) << "step " << step << ": still saturating";
+    if (step >= 14) {
+      EXPECT_EQ(saturated, 0u) << "step " << step << ": still saturating";
+    }
   }
   EXPECT_GE(saturating_writes, 1);
   const AutoflexReport r = y.autoflex().report();
