@@ -246,14 +246,6 @@ CallProblem problem_of(const Direction& d, const ConvPlan& plan, const Array& x,
   return c;
 }
 
-// IwlPolicy::autoflex resolved against the output's manager (fixed or exact).
-ConvOptions resolved(const ConvOptions& o, const detail::Flex16WritePlan& write) {
-  ConvOptions r = o;
-  r.iwl_policy = write.policy;
-  r.iwl = write.iwl;
-  return r;
-}
-
 void run_resolved(const Direction& d, const ConvPlan& plan, const Array& x, const Array& y,
                   const Array& out, const ConvOptions& o);
 
@@ -262,7 +254,7 @@ void run(const Direction& d, const ConvPlan& plan, const Array& x, const Array& 
   check_call(d, plan, x, y, out, o);
   const detail::Flex16WritePlan write = detail::plan_flex16_write(out, o.iwl_policy, o.iwl, d.name);
   detail::prepare_flex16_write(out, write, false);
-  run_resolved(d, plan, x, y, out, resolved(o, write));
+  run_resolved(d, plan, x, y, out, gemm::resolved_options(o, write));
   detail::finish_flex16_write(out, write);
 }
 
@@ -293,8 +285,8 @@ std::string kernel_name(const Direction& d, const ConvPlan& plan, const Array& x
                         const Array& out, const ConvOptions& options) {
   check_call(d, plan, x, y, out, options);
   if (plan.input_shape().back() == 0) return "none";
-  const ConvOptions o =
-      resolved(options, detail::plan_flex16_write(out, options.iwl_policy, options.iwl, d.name));
+  const ConvOptions o = gemm::resolved_options(
+      options, detail::plan_flex16_write(out, options.iwl_policy, options.iwl, d.name));
   CallProblem c = problem_of(d, plan, x, y, out, o, false);
   if (x.dtype() != DType::f32) {
     // The storing pass at the fixed policy's exponent (the measuring pass plans alike).

@@ -151,17 +151,6 @@ void run_f32_staged(const Array& a, const Array& b, const Array& out, const DotO
   target.assign(staged_out);
 }
 
-}  // namespace
-
-namespace {
-
-DotOptions resolved(const DotOptions& o, const detail::Flex16WritePlan& write) {
-  DotOptions r = o;
-  r.iwl_policy = write.policy;
-  r.iwl = write.iwl;
-  return r;
-}
-
 void dot_resolved(const Array& a, const Array& b, const Array& out, const DotOptions& options,
                   const Shapes& s);
 
@@ -172,7 +161,7 @@ void dot(const Array& a, const Array& b, const Array& out, const DotOptions& opt
   const detail::Flex16WritePlan write =
       detail::plan_flex16_write(out, options.iwl_policy, options.iwl, "dot");
   detail::prepare_flex16_write(out, write, false);
-  dot_resolved(a, b, out, resolved(options, write), s);
+  dot_resolved(a, b, out, gemm::resolved_options(options, write), s);
   detail::finish_flex16_write(out, write);
 }
 
@@ -208,8 +197,8 @@ void dot_resolved(const Array& a, const Array& b, const Array& out, const DotOpt
 std::string dot_kernel_name(const Array& a, const Array& b, const Array& out,
                             const DotOptions& given) {
   const Shapes s = check_call(a, b, out, given);
-  const DotOptions options =
-      resolved(given, detail::plan_flex16_write(out, given.iwl_policy, given.iwl, "dot"));
+  const DotOptions options = gemm::resolved_options(
+      given, detail::plan_flex16_write(out, given.iwl_policy, given.iwl, "dot"));
   if (s.batch == 0 || s.m == 0 || s.n == 0 || s.k == 0) return "none";
   GemmProblem p = problem_of(a, b, out, options, s);
   if (a.dtype() != DType::f32) {

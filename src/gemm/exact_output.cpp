@@ -119,6 +119,14 @@ void check_output_owns_elements(const char* operation, const char* out_name, con
                                  "share memory); pass an array that owns each element"));
 }
 
+HeavyOpOptions resolved_options(const HeavyOpOptions& options,
+                                const detail::Flex16WritePlan& write) {
+  HeavyOpOptions r = options;
+  r.iwl_policy = write.policy;
+  r.iwl = write.iwl;
+  return r;
+}
+
 void scale_output(const Array& out, const HeavyOpOptions& o) {
   Array target = out;  // a handle: writes go through to the caller's elements
   if (out.dtype() == DType::flex16 && o.iwl) target.set_iwl(*o.iwl);

@@ -8,6 +8,7 @@
 
 #include "backend/exact_stats.hpp"
 #include "backend/gemm_problem.hpp"
+#include "core/flex16_write.hpp"
 #include "flexkit/array.hpp"
 #include "flexkit/heavy_op_options.hpp"
 #include "flexkit/portable/gemm_epilogue.hpp"
@@ -53,6 +54,11 @@ void check_output_owns_elements(const char* operation, const char* out_name, con
 
 // out = beta · out, an empty sum (at options.iwl when given).
 void scale_output(const Array& out, const HeavyOpOptions& options);
+
+// The options with IwlPolicy::autoflex resolved by `write` (exact for a manager's first write,
+// fixed at the predicted iwl after it): what the exact passes run with.
+HeavyOpOptions resolved_options(const HeavyOpOptions& options,
+                                const detail::Flex16WritePlan& write);
 
 // The output exponent of a call under the fixed policy: options.iwl, or the output's own (0 for an
 // f32 output).
