@@ -470,14 +470,37 @@ def saturation_cases():
         "(|x| < 16); --iwl-policy exact or a larger --iwl holds them" % (expected, t * n)],
         "saturating flex16: stderr %r" % err)
     close("saturating flex16 (clipped)", out, "v", np.minimum(v_ref, top))
-    check("flex16 sequences at iwl 4 (fixed)" in stdout, "saturating flex16: stdout %r" % stdout)
+    check("flex16 sequences (fixed): all at iwl 4 (|x| < 16)" in stdout,
+          "saturating flex16: stdout %r" % stdout)
     out = path("sat_exact")
     rc, stdout, err, _ = flexkit("run", "if", "--set", "v_threshold=1000", "--in", "x=" + x,
                                  "--dtype", "flex16", "--iwl-policy", "exact", "--out", out)
     check(rc == 0 and err == "", "exact flex16: exit %d, stderr %r" % (rc, err))
     iwl = int(np.floor(np.log2(v_ref.max()))) + 1
-    check("flex16 sequences at iwl %d (exact)" % iwl in stdout, "exact flex16: stdout %r" % stdout)
+    check("flex16 sequences (exact): all at iwl %d" % iwl in stdout,
+          "exact flex16: stdout %r" % stdout)
     close("exact flex16", out, "v", v_ref, rtol=0, atol=0)
+    # autoflex: a single run is each manager's first write, so it stores exactly; with the
+    # states' sequences and residuals kept (--grad), each flex16 sequence has its own exponent.
+    out = path("sat_autoflex")
+    rc, stdout, err, _ = flexkit("run", "if", "--set", "v_threshold=1000", "--in", "x=" + x,
+                                 "--dtype", "flex16", "--iwl-policy", "autoflex", "--out", out)
+    check(rc == 0 and err == "", "autoflex flex16: exit %d, stderr %r" % (rc, err))
+    check("flex16 sequences (autoflex): all at iwl %d" % iwl in stdout,
+          "autoflex flex16: stdout %r" % stdout)
+    close("autoflex flex16", out, "v", v_ref, rtol=0, atol=0)
+    small = save("sat_small.npy", np.full((t, n), 0.01, np.float32))
+    grad = save("sat_grad.npy", np.ones((t, n), np.float32))
+    out = path("sat_autoflex_training")
+    rc, stdout, err, _ = flexkit("run", "if", "--set", "v_threshold=1000", "--in", "x=" + small,
+                                 "--grad", "s=" + grad, "--dtype", "flex16", "--iwl-policy",
+                                 "autoflex", "--out", out)
+    check(rc == 0 and err == "", "autoflex training flex16: exit %d, stderr %r" % (rc, err))
+    check("flex16 sequences (autoflex): all at iwl -1 (|x| < 0.5)" in stdout,
+          "autoflex training flex16: stdout %r" % stdout)
+    # x is stored as flex16 too, so its rounding adds up over the steps: one unit of v's scale
+    v_small = 0.01 * np.arange(1, t + 1, dtype=np.float64)[:, None].repeat(n, axis=1)
+    close("autoflex training flex16", out, "v", v_small, rtol=0, atol=2.0 ** -15)
     out = path("sat_iwl")
     rc, stdout, err, _ = flexkit("run", "if", "--set", "v_threshold=1000", "--in", "x=" + x,
                                  "--dtype", "flex16", "--iwl", "7", "--out", out)
@@ -485,7 +508,8 @@ def saturation_cases():
     close("--iwl 7", out, "v", v_ref, rtol=0, atol=0)
     for bad in (["--iwl", "6"], ["--dtype", "flex16", "--iwl", "300"],
                 ["--dtype", "flex16", "--iwl-policy", "nearest"],
-                ["--dtype", "flex16", "--iwl-policy", "exact", "--iwl", "3"]):
+                ["--dtype", "flex16", "--iwl-policy", "exact", "--iwl", "3"],
+                ["--dtype", "flex16", "--iwl-policy", "autoflex", "--iwl", "3"]):
         rc, _, err, _ = flexkit("run", "if", "--in", "x=" + x, "--out", path("sat_bad"), *bad)
         check(rc == USAGE_ERROR and err.startswith(PREFIX) and err.count("\n") == 1,
               "%s: exit %d, %r" % (" ".join(bad), rc, err))

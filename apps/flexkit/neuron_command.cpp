@@ -69,10 +69,11 @@ constexpr const char* kRunFooter =
     "Runs all T steps of the neuron in one kernel call. Every result is written as float32.\n"
     "Input sequences are converted to --dtype (float64 files are accepted; u8 spike inputs are\n"
     "kept as u8); initial states, parameters and gradients are converted to f32.\n"
-    "With --dtype flex16 the sequences (outputs, states, residuals) share one exponent: --iwl\n"
-    "(default 4, |x| < 16) with --iwl-policy fixed, or with exact the smallest that holds every\n"
-    "output and state value, measured by a float32 pass first. Values beyond the range saturate;\n"
-    "each result that saturated is reported on stderr.";
+    "With --dtype flex16 the sequences (outputs, states, residuals) are stored with the exponent\n"
+    "--iwl-policy gives them: fixed, --iwl for all (default 4, |x| < 16); exact, for each the\n"
+    "smallest that holds its values, measured by a float32 pass first; autoflex, what each\n"
+    "sequence's exponent manager predicts (a single run is its first write, so exact). Values\n"
+    "beyond the range saturate; each result that saturated is reported on stderr.";
 
 constexpr const char* kSetHelp =
     "bind a parameter (a number) or a SpikingJelly-style setting: v_reset=none (soft reset), "
@@ -113,7 +114,7 @@ struct Options {
   std::vector<std::string> sections;  // show --section; empty: all
   bool check_finite = true;
   std::optional<int> iwl;            // --iwl: the flex16 sequences' exponent
-  std::string iwl_policy = "fixed";  // --iwl-policy fixed|exact
+  std::string iwl_policy = "fixed";  // --iwl-policy fixed|exact|autoflex
 };
 
 // Splits "NAME=VALUE" at the first '='; both sides must be non-empty.
@@ -399,22 +400,35 @@ std::string shape_text(const Shape& shape) {
   return text + "]";
 }
 
-// --iwl-policy exact: the smallest exponent holding every output and state value the run
-// writes, from a float32 pass over the same inputs.
-int exact_iwl(const Neuron& neuron, NeuronKernelKind kind, const NamedArrays& inputs,
-              const NamedArrays& initial_states, const NamedArrays& params) {
-  NeuronStorage probe;
-  probe.keep_state_sequences = true;
-  const NeuronForward f = neuron_forward(neuron, kind, inputs, initial_states, params, probe);
-  float largest = 0.0f;
-  for (const NamedArrays* arrays : {&f.outputs, &f.state_sequences})
+IwlPolicy parse_iwl_policy(const std::string& text) {
+  if (text == "exact") return IwlPolicy::exact;
+  if (text == "autoflex") return IwlPolicy::autoflex;
+  return IwlPolicy::fixed;
+}
+
+// "at iwl 7 (|x| < 128)" when every flex16 sequence has one exponent, else one per sequence.
+std::string flex16_iwl_text(const std::vector<const NamedArrays*>& groups) {
+  std::vector<std::pair<std::string, int>> iwls;
+  for (const NamedArrays* arrays : groups)
     for (const auto& [name, a] : *arrays)
-      if (a.size() > 0) largest = std::max(largest, evaluate(max(abs(Expr(a)))).to_floats()[0]);
-  return portable::flex16_iwl_holding(largest);
+      if (a.dtype() == DType::flex16) iwls.emplace_back(name, a.iwl());
+  auto range = [](int iwl) {
+    char text[64];
+    std::snprintf(text, sizeof text, "iwl %d (|x| < %g)", iwl, std::ldexp(1.0, iwl));
+    return std::string(text);
+  };
+  bool one = true;
+  for (const auto& entry : iwls) one &= entry.second == iwls.front().second;
+  if (iwls.empty()) return "none";
+  if (one) return "all at " + range(iwls.front().second);
+  std::string text;
+  for (const auto& [name, iwl] : iwls)
+    text += (text.empty() ? "" : ", ") + name + " at " + range(iwl);
+  return text;
 }
 
 // One stderr line per flex16 sequence that saturated: flex16 never fails, it clips.
-void warn_saturated(const NamedArrays& arrays, int iwl, const std::string& policy) {
+void warn_saturated(const NamedArrays& arrays, const std::string& policy) {
   for (const auto& [name, a] : arrays) {
     if (a.dtype() != DType::flex16) continue;
     const Flex16Stats s = a.stats();
@@ -423,8 +437,8 @@ void warn_saturated(const NamedArrays& arrays, int iwl, const std::string& polic
                  "flexkit neuron: warning: the result %s.npy: %llu of %lld values saturated at "
                  "flex16 iwl %d (|x| < %g)%s\n",
                  name.c_str(), static_cast<unsigned long long>(s.saturated),
-                 static_cast<long long>(a.size()), iwl, std::ldexp(1.0, iwl),
-                 policy == "exact" ? "" : "; --iwl-policy exact or a larger --iwl holds them");
+                 static_cast<long long>(a.size()), a.iwl(), std::ldexp(1.0, a.iwl()),
+                 policy == "fixed" ? "; --iwl-policy exact or a larger --iwl holds them" : "");
   }
 }
 
@@ -547,8 +561,7 @@ int run(const Options& o) {
       backward ? NeuronKernelKind::training_forward : NeuronKernelKind::inference;
   if (dtype == DType::flex16) {
     storage.flex16_iwl = o.iwl.value_or(storage.flex16_iwl);
-    if (o.iwl_policy == "exact")
-      storage.flex16_iwl = exact_iwl(neuron, kind, inputs, initial_states, param_values);
+    storage.iwl_policy = parse_iwl_policy(o.iwl_policy);
   }
   NeuronForward forward =
       neuron_forward(neuron, kind, inputs, initial_states, param_values, storage);
@@ -570,8 +583,8 @@ int run(const Options& o) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   if (dtype == DType::flex16) {
-    warn_saturated(forward.outputs, storage.flex16_iwl, o.iwl_policy);
-    warn_saturated(forward.state_sequences, storage.flex16_iwl, o.iwl_policy);
+    warn_saturated(forward.outputs, o.iwl_policy);
+    warn_saturated(forward.state_sequences, o.iwl_policy);
   }
   if (o.check_finite)
     for (const auto& [file, array] : results) warn_non_finite("the result " + file, array);
@@ -585,9 +598,11 @@ int run(const Options& o) {
               shape_text(neuron_shape).c_str(), count, count == 1 ? "" : "s", device.str().c_str(),
               static_cast<int>(dtype_name(dtype).size()), dtype_name(dtype).data(),
               backward ? "training forward + backward" : "inference");
-  if (dtype == DType::flex16)
-    std::printf("flex16 sequences at iwl %d (%s): |x| < %g\n", storage.flex16_iwl,
-                o.iwl_policy.c_str(), std::ldexp(1.0, storage.flex16_iwl));
+  if (dtype == DType::flex16) {
+    std::vector<const NamedArrays*> written = {&forward.outputs, &forward.state_sequences};
+    std::printf("flex16 sequences (%s): %s\n", o.iwl_policy.c_str(),
+                flex16_iwl_text(written).c_str());
+  }
   std::printf("elapsed %.3f ms (including any kernel compilation)\n", elapsed_ms);
   std::printf("wrote %zu file%s to %s:", results.size(), results.size() == 1 ? "" : "s",
               out_dir.string().c_str());
@@ -666,10 +681,11 @@ int neuron_command(const Args& args) {
                       ->check(CLI::Range(kFlex16MinIwl, kFlex16MaxIwl));
     auto* o_policy = run_app
                          ->add_option("--iwl-policy", iwl_policy,
-                                      "flex16: fixed (--iwl, the default) or exact (the "
-                                      "smallest exponent holding every output and state)")
+                                      "flex16: fixed (--iwl, the default), exact (for each "
+                                      "sequence the smallest exponent holding it) or autoflex "
+                                      "(predicted per sequence; exact on a first write)")
                          ->type_name("P")
-                         ->check(CLI::IsMember({"fixed", "exact"}));
+                         ->check(CLI::IsMember({"fixed", "exact", "autoflex"}));
     auto* o_check = run_app->add_flag(
         "--check-finite", check_finite,
         "warn on stderr (count, first index) about NaN or infinite values in each input and "
@@ -703,8 +719,9 @@ int neuron_command(const Args& args) {
       if (*o_policy) o.iwl_policy = iwl_policy;
       if ((*o_iwl || *o_policy) && (!o.dtype || *o.dtype != "flex16"))
         throw UsageError("--iwl and --iwl-policy apply to --dtype flex16 only");
-      if (*o_iwl && o.iwl_policy == "exact")
-        throw UsageError("--iwl sets the exponent of --iwl-policy fixed; exact chooses its own");
+      if (*o_iwl && o.iwl_policy != "fixed")
+        throw UsageError("--iwl sets the exponent of --iwl-policy fixed; " + o.iwl_policy +
+                         " chooses its own");
       o.check_finite = !allow_nonfinite;
       return run(o);
     }

@@ -13,7 +13,11 @@
 // The rule and its constants are in flexkit/portable/autoflex.hpp and docs/flex16.md.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "flexkit/flex16.hpp"
 #include "flexkit/portable/autoflex.hpp"
@@ -31,20 +35,43 @@ struct AutoflexReport {
   int next_iwl = 0;                  // what the next write uses (after the first)
 };
 
+namespace detail {
+class PendingFlex16Stats;
+}
+
 // A handle, as Array is: copies share one manager, and const methods may still record into it.
 class Autoflex {
  public:
   Autoflex();
-  const portable::AutoflexState& state() const { return *state_; }
+  const portable::AutoflexState& state() const;
   AutoflexReport report() const;
   // Back to no history: the next write takes the exact iwl again.
   void reset() const;
   // Feeds one write's statistics (what every flex16 write does under IwlPolicy::autoflex).
   void record(int written_iwl, const Flex16Stats& stats) const;
-  bool operator==(const Autoflex& other) const { return state_ == other.state_; }
+  // The same for statistics a device may still be computing: they are taken (waited for) at the
+  // manager's next use — the next write's planning, a report — so that a write never waits for
+  // its own kernel.
+  void record_pending(int written_iwl, std::shared_ptr<detail::PendingFlex16Stats> stats) const;
+  bool operator==(const Autoflex& other) const { return shared_ == other.shared_; }
 
  private:
-  std::shared_ptr<portable::AutoflexState> state_;
+  struct Shared;
+  std::shared_ptr<Shared> shared_;
+  void settle() const;
+};
+
+// Managers by name, each made on first use; copies share them. A call that writes several
+// flex16 arrays at once (a neuron's output, state and residual sequences) keeps one manager
+// per array here, so that the next call with the same set continues every history.
+class AutoflexSet {
+ public:
+  AutoflexSet();
+  Autoflex operator[](const std::string& name) const;
+  std::vector<std::pair<std::string, Autoflex>> entries() const;  // by name
+
+ private:
+  std::shared_ptr<std::map<std::string, Autoflex>> managers_;
 };
 
 }  // namespace flexkit

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "flexkit/array.hpp"
+#include "flexkit/autoflex.hpp"
+#include "flexkit/expr.hpp"
 #include "flexkit/neuron_language.hpp"
 
 namespace flexkit {
@@ -37,13 +39,19 @@ enum class NeuronKernelKind : std::uint8_t {
 };
 std::string_view to_string(NeuronKernelKind kind);
 
-// How a call stores the sequences it writes. flex16 sequences use the fixed exponent
-// flex16_iwl; each such array records its statistics (max |m|, saturations) as any flex16 write.
+// How a call stores the sequences it writes. Each flex16 sequence records its statistics
+// (max |m|, saturations, NaNs: Array::stats) as any flex16 write, and takes its exponent from
+// iwl_policy: fixed stores every one at flex16_iwl; exact gives each the smallest iwl that holds
+// its values (an extra float32 run of the kernel first); autoflex gives each the iwl its manager
+// in `autoflex` predicts, by the sequence's name (an output or state name, or "residual NAME"),
+// and a manager's first write is exact.
 struct NeuronStorage {
   DType sequence_dtype = DType::f32;  // outputs and state sequences: f32, bf16 or flex16
   DType spike_dtype = DType::f32;     // outputs that are spikes: f32, bf16, flex16 or u8 (0/1)
   DType residual_dtype = DType::f32;  // what training_forward keeps for backward
-  int flex16_iwl = 4;
+  int flex16_iwl = 4;                 // IwlPolicy::fixed only
+  IwlPolicy iwl_policy = IwlPolicy::fixed;
+  AutoflexSet autoflex;  // IwlPolicy::autoflex: copies of a storage share these managers
   bool keep_state_sequences = false;  // training_forward: also return the state sequences
   // Where T sits in every sequence the call reads and writes: 0 is [T, *shape]; k > 0 is
   // [shape[0..k), T, shape[k..)], so that a network's (C, H, W, T, N) or (F, T, N) activations

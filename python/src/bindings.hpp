@@ -31,6 +31,7 @@ Array to_array(nb::handle value);
 Expr to_expr(nb::handle value);
 // IwlPolicy from "fixed" / "exact".
 IwlPolicy iwl_policy_from(const std::string& name);
+const char* iwl_policy_name(IwlPolicy policy);
 
 // A zero-copy import of an object with __dlpack__ or the buffer protocol; TypeError for a dtype
 // flexkit has no equivalent of, ValueError for a device it cannot address.

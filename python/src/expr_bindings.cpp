@@ -112,8 +112,9 @@ void bind_expr(nb::module_& m) {
       nb::arg("out"), nb::arg("expr"), nb::kw_only(), nb::arg("iwl_policy") = "fixed",
       nb::arg("iwl") = nb::none(),
       "Evaluates expr into every element `out` views; for flex16 outputs, iwl_policy 'fixed'\n"
-      "keeps out's exponent (or sets `iwl` first) and 'exact' picks the smallest that holds the\n"
-      "result. Returns out.");
+      "keeps out's exponent (or sets `iwl` first), 'exact' picks the smallest that holds the\n"
+      "result, and 'autoflex' stores at the exponent out's manager predicts from its history\n"
+      "(exact on its first write; saturating values widen the next one). Returns out.");
 }
 
 }  // namespace flexkit::python

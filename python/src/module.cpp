@@ -51,6 +51,18 @@ IwlPolicy iwl_policy_from(const std::string& name) {
       ("iwl_policy: '" + name + "' is not 'fixed', 'exact' or 'autoflex'").c_str());
 }
 
+const char* iwl_policy_name(IwlPolicy policy) {
+  switch (policy) {
+    case IwlPolicy::exact:
+      return "exact";
+    case IwlPolicy::autoflex:
+      return "autoflex";
+    case IwlPolicy::fixed:
+      break;
+  }
+  return "fixed";
+}
+
 NamedArrays named_arrays_from(nb::handle mapping, const char* what) {
   NamedArrays arrays;
   if (mapping.is_none()) return arrays;

@@ -65,6 +65,8 @@ NeuronStorage storage_from(nb::handle value) {
       s.residual_dtype = dtype_from(item);
     else if (name == "flex16_iwl")
       s.flex16_iwl = nb::cast<int>(item);
+    else if (name == "iwl_policy")
+      s.iwl_policy = iwl_policy_from(nb::cast<std::string>(item));
     else if (name == "keep_state_sequences")
       s.keep_state_sequences = nb::cast<bool>(item);
     else if (name == "time_axis")
@@ -72,7 +74,7 @@ NeuronStorage storage_from(nb::handle value) {
     else
       throw nb::value_error(("storage: unknown field '" + name +
                              "' (sequence_dtype, spike_dtype, residual_dtype, flex16_iwl, "
-                             "keep_state_sequences, time_axis)")
+                             "iwl_policy, keep_state_sequences, time_axis)")
                                 .c_str());
   }
   return s;
@@ -127,13 +129,17 @@ void bind_storage_and_results(nb::module_& m) {
                             "How a neuron call stores the sequences it writes: sequence_dtype\n"
                             "(outputs and state sequences: f32, bf16 or flex16), spike_dtype\n"
                             "(spike outputs: also u8), residual_dtype (what training_forward\n"
-                            "keeps), flex16_iwl, keep_state_sequences, and time_axis (where T\n"
-                            "sits: 0 is [T, *shape]).")
+                            "keeps), flex16_iwl, iwl_policy (flex16: 'fixed' at flex16_iwl,\n"
+                            "'exact' per sequence, or 'autoflex': predicted per sequence by\n"
+                            "managers that copies of this storage share across calls),\n"
+                            "keep_state_sequences, and time_axis (where T sits: 0 is [T, *shape]).")
       .def(
           "__init__",
           [](NeuronStorage* s, nb::handle sequence_dtype, nb::handle spike_dtype,
-             nb::handle residual_dtype, int flex16_iwl, bool keep_state_sequences, int time_axis) {
+             nb::handle residual_dtype, int flex16_iwl, const std::string& iwl_policy,
+             bool keep_state_sequences, int time_axis) {
             new (s) NeuronStorage();
+            s->iwl_policy = iwl_policy_from(iwl_policy);
             s->sequence_dtype = dtype_from(sequence_dtype);
             s->spike_dtype = dtype_from(spike_dtype);
             s->residual_dtype = dtype_from(residual_dtype);
@@ -143,7 +149,8 @@ void bind_storage_and_results(nb::module_& m) {
           },
           nb::kw_only(), nb::arg("sequence_dtype") = "f32", nb::arg("spike_dtype") = "f32",
           nb::arg("residual_dtype") = "f32", nb::arg("flex16_iwl") = 4,
-          nb::arg("keep_state_sequences") = false, nb::arg("time_axis") = 0)
+          nb::arg("iwl_policy") = "fixed", nb::arg("keep_state_sequences") = false,
+          nb::arg("time_axis") = 0)
       .def_prop_rw(
           "sequence_dtype",
           [](const NeuronStorage& s) { return std::string(dtype_name(s.sequence_dtype)); },
@@ -157,6 +164,10 @@ void bind_storage_and_results(nb::module_& m) {
           [](const NeuronStorage& s) { return std::string(dtype_name(s.residual_dtype)); },
           [](NeuronStorage& s, nb::handle d) { s.residual_dtype = dtype_from(d); })
       .def_rw("flex16_iwl", &NeuronStorage::flex16_iwl)
+      .def_prop_rw(
+          "iwl_policy",
+          [](const NeuronStorage& s) { return std::string(iwl_policy_name(s.iwl_policy)); },
+          [](NeuronStorage& s, const std::string& p) { s.iwl_policy = iwl_policy_from(p); })
       .def_rw("keep_state_sequences", &NeuronStorage::keep_state_sequences)
       .def_rw("time_axis", &NeuronStorage::time_axis);
 

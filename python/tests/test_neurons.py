@@ -741,3 +741,31 @@ def test_settings_outside_their_domain_are_refused():
             fk.Neuron.builtin(name, **{setting: 0.0})
         with pytest.raises(ValueError, match=setting):
             fk.Neuron.builtin(name).with_settings(**{setting: -1.0})
+
+
+def test_flex16_sequences_under_autoflex(device):
+    """iwl_policy 'autoflex': a kept NeuronStorage carries one exponent manager per flex16
+    sequence from call to call. IF's v holds 0.5 * t; the first call stores it exactly, a call
+    with twice the input saturates at the first one's range, the next one holds it again."""
+    storage = fk.NeuronStorage(sequence_dtype="flex16", iwl_policy="autoflex")
+    assert storage.iwl_policy == "autoflex"
+    neuron = fk.Neuron.builtin("if", v_threshold=1000.0)
+    t = np.arange(1, 9, dtype=np.float64)[:, None]
+    iwls, saturated = [], []
+    for scale in (0.5, 1.0, 1.0):
+        x = np.full((8, 2), scale, np.float32)
+        f = neuron.forward("inference", fk.array(x, device=device), storage=storage)
+        v = f.state_sequences["v"]
+        iwls.append(v.iwl)
+        expected = scale * t.repeat(2, axis=1)
+        top = 32767 * 2.0 ** (v.iwl - 15)
+        np.testing.assert_array_equal(v.numpy().astype(np.float64), np.minimum(expected, top))
+        saturated.append(int(np.sum(expected > top)))
+    assert iwls[0] == 3  # 4 needs |x| < 2^3
+    assert iwls[1] == iwls[0] and saturated[1] > 0 and saturated[0] == 0
+    assert iwls[2] >= iwls[1] + 2 and saturated[2] == 0
+    with pytest.raises(ValueError):
+        fk.NeuronStorage(iwl_policy="nearest")
+    exact = neuron.forward("inference", fk.array(np.ones((8, 2), np.float32), device=device),
+                           storage={"sequence_dtype": "flex16", "iwl_policy": "exact"})
+    assert exact.state_sequences["v"].iwl == 4  # 8 < 2^4

@@ -6,20 +6,58 @@
 
 namespace flexkit {
 
-Autoflex::Autoflex()
-    : state_(std::make_shared<portable::AutoflexState>(portable::autoflex_initial())) {}
+struct Autoflex::Shared {
+  portable::AutoflexState state = portable::autoflex_initial();
+  int pending_iwl = 0;
+  std::shared_ptr<detail::PendingFlex16Stats>
+      pending;  // a recorded write's statistics, not yet taken
+};
 
-void Autoflex::reset() const {
-  *state_ = portable::autoflex_initial();
-}
+Autoflex::Autoflex() : shared_(std::make_shared<Shared>()) {}
 
-void Autoflex::record(int written_iwl, const Flex16Stats& stats) const {
-  portable::autoflex_record(*state_, written_iwl, stats.max_abs_m, stats.saturated,
+void Autoflex::settle() const {
+  if (!shared_->pending) return;
+  const Flex16Stats stats = shared_->pending->wait();
+  shared_->pending.reset();
+  portable::autoflex_record(shared_->state, shared_->pending_iwl, stats.max_abs_m, stats.saturated,
                             stats.nan_count);
 }
 
+const portable::AutoflexState& Autoflex::state() const {
+  settle();
+  return shared_->state;
+}
+
+void Autoflex::reset() const {
+  shared_->pending.reset();
+  shared_->state = portable::autoflex_initial();
+}
+
+void Autoflex::record(int written_iwl, const Flex16Stats& stats) const {
+  settle();
+  portable::autoflex_record(shared_->state, written_iwl, stats.max_abs_m, stats.saturated,
+                            stats.nan_count);
+}
+
+void Autoflex::record_pending(int written_iwl,
+                              std::shared_ptr<detail::PendingFlex16Stats> stats) const {
+  settle();
+  shared_->pending_iwl = written_iwl;
+  shared_->pending = std::move(stats);
+}
+
+AutoflexSet::AutoflexSet() : managers_(std::make_shared<std::map<std::string, Autoflex>>()) {}
+
+Autoflex AutoflexSet::operator[](const std::string& name) const {
+  return (*managers_)[name];
+}
+
+std::vector<std::pair<std::string, Autoflex>> AutoflexSet::entries() const {
+  return {managers_->begin(), managers_->end()};
+}
+
 AutoflexReport Autoflex::report() const {
-  const portable::AutoflexState& s = *state_;
+  const portable::AutoflexState& s = state();
   AutoflexReport r;
   r.writes = s.writes;
   r.overflow_writes = s.overflows;
@@ -84,7 +122,10 @@ void prepare_flex16_write(const Array& out, const Flex16WritePlan& plan, bool ke
 
 void finish_flex16_write(const Array& out, const Flex16WritePlan& plan) {
   if (!plan.manager || out.size() == 0) return;
-  plan.manager->record(out.iwl(), out.stats());
+  if (auto pending = ArrayAccess::storage(out).pending_stats())
+    plan.manager->record_pending(out.iwl(), std::move(pending));
+  else
+    plan.manager->record(out.iwl(), out.stats());
 }
 
 }  // namespace detail

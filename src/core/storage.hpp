@@ -58,6 +58,8 @@ class Storage {
   void set_pending_stats(std::shared_ptr<PendingFlex16Stats> pending) {
     pending_stats_ = std::move(pending);
   }
+  // The statistics a device is still bringing back (null once taken, or on the host).
+  const std::shared_ptr<PendingFlex16Stats>& pending_stats() const { return pending_stats_; }
 
  private:
   Flex16Stats stats_ = {};

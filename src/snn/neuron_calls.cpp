@@ -2,10 +2,12 @@
 // launch of the assembled step kernel on the arguments' device.
 #include <algorithm>
 
+#include "core/flex16_write.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/expr.hpp"
 #include "flexkit/neuron.hpp"
+#include "flexkit/portable/flex16_codec.hpp"
 #include "snn/neuron_compiled.hpp"
 #include "snn/neuron_residuals.hpp"
 
@@ -236,6 +238,41 @@ std::vector<Array> runtime_params(const snn::NeuronCompiled& c, const NamedArray
   return out;
 }
 
+// IwlPolicy::exact for the flex16 sequences whose plan asks for it: the kernel runs once with
+// those sequences in float32 (it never reads what it stores, so they hold the very values the
+// flex16 run rounds), and each takes the smallest iwl that holds its values.
+void set_exact_iwls(const snn::NeuronCompiled& c, snn::ForwardKernelConfig config,
+                    snn::StepKernelLaunch launch, const Geometry& g, std::vector<Array>& sequences,
+                    const std::vector<detail::Flex16WritePlan>& plans) {
+  bool any = false;
+  for (const detail::Flex16WritePlan& plan : plans) any |= plan.policy == IwlPolicy::exact;
+  if (!any) return;
+  auto f32_for_flex16 = [](DType& d) {
+    if (d == DType::flex16) d = DType::f32;
+  };
+  f32_for_flex16(config.storage.sequence_dtype);
+  f32_for_flex16(config.storage.spike_dtype);
+  f32_for_flex16(config.storage.residual_dtype);
+  const std::shared_ptr<const snn::StepKernel> kernel = snn::forward_kernel(c, config);
+  std::vector<Array> wide;
+  launch.seq_out.clear();
+  for (const snn::SequenceSlot& slot : kernel->seq_out) {
+    wide.push_back(new_sequence(g, slot.dtype, 0));
+    launch.seq_out.push_back(launch_view(wide.back(), g));
+  }
+  for (Array& final_state : launch.carried_final) final_state = Array();  // not written
+  run(*kernel, launch, g.device);
+  for (std::size_t s = 0; s < sequences.size(); ++s) {
+    if (plans[s].policy != IwlPolicy::exact) continue;
+    float largest = 0;  // NaN counts as 0 here, as the store writes it
+    if (wide[s].size() > 0) {
+      const Expr x(wide[s]);
+      largest = evaluate(max(where(eq(x, x), abs(x), Expr(0.0))), DType::f32).to_floats().at(0);
+    }
+    sequences[s].set_iwl(portable::flex16_iwl_holding(largest));
+  }
+}
+
 }  // namespace
 
 std::size_t residual_bytes(const NeuronResiduals& residuals) {
@@ -279,8 +316,18 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
 
   NeuronForward result;
   std::vector<Array> sequences;  // the inputs' full shape, in seq_out order
-  for (const snn::SequenceSlot& slot : kernel.seq_out)
-    sequences.push_back(new_sequence(g, slot.dtype, storage.flex16_iwl));
+  std::vector<detail::Flex16WritePlan> plans;
+  for (const snn::SequenceSlot& slot : kernel.seq_out) {
+    Array s = new_sequence(g, slot.dtype, storage.flex16_iwl);
+    detail::Flex16WritePlan plan;
+    if (slot.dtype == DType::flex16) {
+      if (storage.iwl_policy == IwlPolicy::autoflex) s.set_autoflex(storage.autoflex[slot.name]);
+      plan = detail::plan_flex16_write(s, storage.iwl_policy, std::nullopt, "neuron_forward");
+      if (plan.iwl) s.set_iwl(*plan.iwl);
+    }
+    sequences.push_back(s);
+    plans.push_back(plan);
+  }
   for (const Array& s : sequences) launch.seq_out.push_back(launch_view(s, g));
   for (std::size_t s = 0; s < c.spec.states.size(); ++s) {
     launch.carried_init.push_back(init[s]);
@@ -289,7 +336,10 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
     launch.carried_final.push_back(final_state.reshape({g.neurons}));
   }
   launch.params = param_values;
+  set_exact_iwls(c, config, launch, g, sequences, plans);
   run(kernel, launch, g.device);
+  for (std::size_t s = 0; s < sequences.size(); ++s)
+    if (sequences[s].dtype() == DType::flex16) detail::finish_flex16_write(sequences[s], plans[s]);
 
   std::size_t next = 0;
   for (const std::string& output : c.spec.outputs)

@@ -12,6 +12,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/kernel_cache.hpp"
 #include "backend/cuda/launch_support.hpp"
+#include "backend/cuda/pending_expr_stats.hpp"
 #include "codegen/cuda_expr_source.hpp"
 #include "codegen/cuda_step_kernel_source.hpp"
 #include "core/device_memory.hpp"
@@ -143,18 +144,11 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
                  static_cast<unsigned>(blocks), block, params);
   FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_step_kernel");
 
-  if (stats_bytes) {
-    std::vector<ExprStats> host(flex_outputs.size());
-    FLEXKIT_CUDA_CHECK(
-        cudaMemcpyAsync(host.data(), stats.get(), stats_bytes, cudaMemcpyDeviceToHost, stream));
-    FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (std::size_t f = 0; f < flex_outputs.size(); ++f) {
-      Flex16Stats s{};
-      s.max_abs_m = host[f].max_abs_m;
-      s.saturated = host[f].saturated;
-      s.nan_count = host[f].nan_count;
-      ArrayAccess::storage(launch.seq_out[flex_outputs[f]]).set_stats(s);
-    }
+  if (stats_bytes) {  // the statistics come back without waiting: each output keeps its own
+    const auto pending =
+        backend::cuda::pending_expr_stats(device, stream, stats.get(), flex_outputs.size());
+    for (std::size_t f = 0; f < flex_outputs.size(); ++f)
+      ArrayAccess::storage(launch.seq_out[flex_outputs[f]]).set_pending_stats(pending[f]);
   }
 }
 
