@@ -66,7 +66,7 @@ done
 
 step "benchmarks"
 # BENCHES picks a subset (e.g. BENCHES="bench_neuron torch_lif"; BENCHES="" runs none); all by default.
-benches=${BENCHES-"bench_copy bench_expr torch_peers bench_cpu_expr bench_neuron torch_lif torch_lif_module bench_gemm bench_conv torch_conv"}
+benches=${BENCHES-"bench_copy bench_expr bench_autoflex torch_peers bench_cpu_expr bench_neuron torch_lif torch_lif_module bench_gemm bench_conv torch_conv"}
 # bench_conv writes its rates here and torch_conv merges them into its table; a file left from
 # an earlier run must not stand in for this one's.
 export CONV_CSV="$logs/conv.csv"
