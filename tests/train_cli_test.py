@@ -196,10 +196,28 @@ class TrainCli(unittest.TestCase):
         t = ["train", "--device", DEVICE, "--limit", "200", "--epochs", "1"]
         self.expect_error(t + ["--precision", "f16"], "--precision")
         self.expect_error(t + ["--master-weights", "f32"], "--master-weights goes with --precision flex16")
+        self.expect_error(t + ["--rounding", "stochastic"], "--rounding goes with --precision flex16")
+        self.expect_error(t + ["--precision", "flex16", "--rounding", "up"], "--rounding")
         self.train("--limit", "300", "--epochs", "1", "--precision", "flex16",
                    "--checkpoint", self.path("ck16"), "--quiet")
         self.expect_error(["train", "--device", DEVICE, "--resume", self.path("ck16", "epoch-1.ckpt")],
                           "resuming a flex16 run is not supported yet")
+
+    def test_flex16_stochastic_rounding_repeats_and_differs_from_nearest(self):
+        common = ["--limit", "1000", "--epochs", "1", "--batch", "100", "--precision", "flex16",
+                  "--master-weights", "flex16", "--quiet"]
+        for name in ("s1", "s2"):
+            self.train(*common, "--rounding", "stochastic", "--save", self.path(name + ".npz"),
+                       "--summary", self.path(name + ".json"))
+        self.train(*common, "--save", self.path("n.npz"))
+        s1, s2, n = (np.load(self.path(f)) for f in ("s1.npz", "s2.npz", "n.npz"))
+        for k in s1.files:
+            if k != "model":
+                np.testing.assert_array_equal(s1[k], s2[k], err_msg=k)
+        self.assertFalse(np.array_equal(s1["1.weight"], n["1.weight"]))
+        summary = json.load(open(self.path("s1.json")))
+        self.assertEqual(summary["rounding"], "stochastic")
+        self.assertGreaterEqual(summary["test_accuracy"], 0.5)
 
     def expect_error(self, args, *fragments, env=None, rc=None):
         r = run(*args, env=env)

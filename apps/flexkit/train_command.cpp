@@ -36,7 +36,7 @@ int train_command(const Args& args) {
   // An option given twice takes its last value, as most command lines do.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   nn::TrainConfig c;
-  std::string model, neuron, optimizer, loss, schedule, precision, master_weights;
+  std::string model, neuron, optimizer, loss, schedule, precision, master_weights, rounding;
   std::vector<std::string> settings;
   std::int64_t T = 0, epochs = 0, batch = 0, limit = 0, step_size = 0;
   double lr = 0, momentum = 0, weight_decay = 0, gamma = 0;
@@ -86,6 +86,12 @@ int train_command(const Args& args) {
                                   "(weights only in flex16)")
                        ->check(CLI::IsMember({"f32", "flex16"}))
                        ->default_str("f32");
+  auto* o_rounding =
+      app.add_option("--rounding", rounding,
+                     "flex16: nearest | stochastic (the optimizer's flex16 writes round "
+                     "stochastically, seeded from --seed: a run repeats bit for bit)")
+          ->check(CLI::IsMember({"nearest", "stochastic"}))
+          ->default_str("nearest");
   auto* o_seed = app.add_option("--seed", seed, "seed of initialisation, shuffling and dropout")
                      ->default_str("0");
   auto* o_limit = app.add_option("--limit", limit, "train (and test) on the first N samples only")
@@ -130,6 +136,7 @@ int train_command(const Args& args) {
   if (*o_limit) c.limit = limit;
   if (*o_precision) c.precision = precision;
   if (*o_master) c.master_weights = master_weights;
+  if (*o_rounding) c.rounding = rounding;
 
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);

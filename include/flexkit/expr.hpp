@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "flexkit/array.hpp"
+#include "flexkit/flex16.hpp"
 
 namespace flexkit {
 
@@ -106,6 +107,12 @@ enum class IwlPolicy {
 struct AssignOptions {
   IwlPolicy iwl_policy = IwlPolicy::fixed;
   std::optional<int> iwl;  // with `fixed`: set the output's iwl to this first
+  // How a flex16 output rounds: to nearest (even), or stochastically — the element at offset k
+  // from the output view's first element rounds up with probability equal to the fraction
+  // dropped, drawn from (seed, k), so one seed gives the same bits on every backend. A caller
+  // that writes a tensor repeatedly passes a new seed each time (e.g. one per step).
+  Rounding rounding = Rounding::nearest_even;
+  std::uint64_t seed = 0;
 };
 
 // Evaluates `e` into every element `out` views (the tree's shape must broadcast to out's shape;

@@ -372,6 +372,11 @@ struct OptimizerOptions {
   bool nesterov = false;                          // SGD
   double weight_decay = 0.0;                      // SGD: L2 added to the gradient; AdamW: decoupled
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, AdamW
+  // How updates of flex16 tensors (weights, optimizer state, the published rounding of a master
+  // copy) round: to nearest, or stochastically with a seed derived from rounding_seed, the step,
+  // the parameter and the tensor, so that a run repeats bit for bit.
+  Rounding rounding = Rounding::nearest_even;
+  std::uint64_t rounding_seed = 0;
 };
 
 class Optimizer {

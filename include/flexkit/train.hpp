@@ -34,13 +34,14 @@ struct TrainConfig {
   std::optional<std::int64_t> limit;          // the first `limit` samples of each set; 0: all
   std::optional<std::string> precision;       // f32 | flex16 (f32 if unset)
   std::optional<std::string> master_weights;  // flex16: f32 (an f32 master copy) | flex16
-  std::string device = "auto";                // cpu | cuda | cuda:N | auto
-  std::string data_dir;                       // empty: FLEXKIT_DATA_DIR, else Debian's directory
-  std::string checkpoint_dir;  // one checkpoint per epoch (epoch-N.ckpt) and best.ckpt
-  std::string resume;          // a checkpoint to continue from
-  std::string save;            // the trained weights as .npz
-  std::string summary;         // the JSON summary
-  bool quiet = false;          // no progress output
+  std::optional<std::string> rounding;  // flex16: nearest | stochastic (the optimizer's writes)
+  std::string device = "auto";          // cpu | cuda | cuda:N | auto
+  std::string data_dir;                 // empty: FLEXKIT_DATA_DIR, else Debian's directory
+  std::string checkpoint_dir;           // one checkpoint per epoch (epoch-N.ckpt) and best.ckpt
+  std::string resume;                   // a checkpoint to continue from
+  std::string save;                     // the trained weights as .npz
+  std::string summary;                  // the JSON summary
+  bool quiet = false;                   // no progress output
 };
 
 // A preset: the architecture and the hyper-parameters it trains with.

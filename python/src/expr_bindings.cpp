@@ -102,19 +102,28 @@ void bind_expr(nb::module_& m) {
       "kernel); flex16 results take the smallest exponent that holds them.");
   m.def(
       "assign",
-      [](const Array& out, nb::handle e, const std::string& iwl_policy, std::optional<int> iwl) {
+      [](const Array& out, nb::handle e, const std::string& iwl_policy, std::optional<int> iwl,
+         const std::string& rounding, std::uint64_t seed) {
         AssignOptions options;
         options.iwl_policy = iwl_policy_from(iwl_policy);
         options.iwl = iwl;
+        if (rounding == "stochastic")
+          options.rounding = Rounding::stochastic;
+        else if (rounding != "nearest")
+          throw nb::value_error(
+              ("rounding: '" + rounding + "' is not 'nearest' or 'stochastic'").c_str());
+        options.seed = seed;
         assign(out, to_expr(e), options);
         return out;
       },
       nb::arg("out"), nb::arg("expr"), nb::kw_only(), nb::arg("iwl_policy") = "fixed",
-      nb::arg("iwl") = nb::none(),
+      nb::arg("iwl") = nb::none(), nb::arg("rounding") = "nearest", nb::arg("seed") = 0,
       "Evaluates expr into every element `out` views; for flex16 outputs, iwl_policy 'fixed'\n"
       "keeps out's exponent (or sets `iwl` first), 'exact' picks the smallest that holds the\n"
       "result, and 'autoflex' stores at the exponent out's manager predicts from its history\n"
-      "(exact on its first write; saturating values widen the next one). Returns out.");
+      "(exact on its first write; saturating values widen the next one). rounding 'stochastic'\n"
+      "rounds flex16 values up with probability equal to the fraction dropped, drawn from\n"
+      "(seed, element offset): the same seed gives the same bits on CPU and CUDA. Returns out.");
 }
 
 }  // namespace flexkit::python

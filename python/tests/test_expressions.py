@@ -91,3 +91,25 @@ def test_numpy_operands_and_errors(rng):
         bool(x > 0)
     with pytest.raises(ValueError):
         fk.assign(fk.zeros((5,)), x, iwl_policy="nearest")
+
+
+def test_stochastic_rounding(device):
+    """rounding='stochastic': each flex16 value rounds to one of its two neighbours, up with
+    probability equal to the fraction dropped; one seed gives one result, and the mean is
+    unbiased where round-to-nearest is off by a quarter unit."""
+    unit = 2.0 ** -15  # iwl 0
+    x = fk.array(np.full(1 << 16, 700.25 * unit, np.float32), device=device)
+    runs = []
+    for seed in (5, 5, 6):
+        y = fk.zeros((1 << 16,), "flex16", device=device)
+        fk.assign(y, x * 1, iwl=0, rounding="stochastic", seed=seed)
+        runs.append(y.numpy().astype(np.float64) / unit)
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])
+    assert set(np.unique(runs[0])) == {700.0, 701.0}
+    assert abs(runs[0].mean() - 700.25) < 0.01
+    nearest = fk.zeros((4,), "flex16", device=device)
+    fk.assign(nearest, x[:4] * 1, iwl=0)
+    np.testing.assert_array_equal(nearest.numpy().astype(np.float64) / unit, 700.0)
+    with pytest.raises(ValueError):
+        fk.assign(nearest, x[:4] * 1, rounding="up")

@@ -28,6 +28,7 @@ struct ExprArgs {
   int64_t shape[kLayoutMaxRank];
   int32_t rank;
   int32_t block_x;
+  uint64_t seed;
 };
 struct ExprStats {
   int max_abs_m;
@@ -108,6 +109,19 @@ struct StatsLocal {
 
 __device__ __forceinline__ int16_t encode_flex16(float v, int iwl, StatsLocal& s) {
   const Flex16Code c = flex16_encode(v, iwl);
+  const int m = c.m < 0 ? -int(c.m) : int(c.m);
+  s.max_abs_m = m > s.max_abs_m ? m : s.max_abs_m;
+  s.saturated += c.saturated ? 1ull : 0ull;
+  s.nan_count += is_nan(v) ? 1ull : 0ull;
+  return c.m;
+}
+
+// Seeded stochastic rounding: the element at `offset` from the target view's first element draws
+// its number from (seed, offset), as the CPU interpreter does.
+__device__ __forceinline__ int16_t encode_flex16_sr(float v, int iwl, uint64_t seed, int64_t offset,
+                                                    StatsLocal& s) {
+  const Flex16Code c =
+      flex16_encode_stochastic(static_cast<double>(v), iwl, seed, static_cast<uint64_t>(offset));
   const int m = c.m < 0 ? -int(c.m) : int(c.m);
   s.max_abs_m = m > s.max_abs_m ? m : s.max_abs_m;
   s.saturated += c.saturated ? 1ull : 0ull;

@@ -292,6 +292,10 @@ ExprKernel describe_stage(const ir::Stage& stage) {
   };
   check_dtype(stage.target, "target");
   k.target_dtype = stage.target.dtype();
+  if (stage.stochastic_seed && k.target_dtype == DType::flex16) {
+    k.stochastic = true;
+    k.args.seed = *stage.stochastic_seed;
+  }
   for (const Array& a : body.operands) {
     check_dtype(a, "operand");
     if (a.shape() != body.shape)

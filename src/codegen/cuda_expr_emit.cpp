@@ -63,7 +63,11 @@ class Generator {
     return device_load(k_.operand_dtypes[i], raw, cat("o", i, ".iwl"));
   }
   // float → the target's element
-  std::string store(const std::string& v) const {
+  // The store of value v at `offset` elements from the target view's first element (the
+  // offset seeds a stochastic rounding).
+  std::string store(const std::string& v, const std::string& offset) const {
+    if (k_.stochastic)
+      return cat("encode_flex16_sr(", v, ", t.iwl, a.seed, (int64_t)(", offset, "), st)");
     return device_store(k_.target_dtype, v, "t.iwl", "st");
   }
 
@@ -201,6 +205,11 @@ class Generator {
         }
       }
       os_.line("TargetT w[kEpt];");
+      const bool unit_target = !strided || k_.target_access == Access::unit;
+      if (!unit_target) os_.line("const Off st_inner = (Off)t.layout.strides[", rank_ - 1, "];");
+      const std::string offset = !strided      ? "i + (Idx)e"
+                                 : unit_target ? "ft + (Off)e"
+                                               : "ft + (Off)e * st_inner";
       os_.line("#pragma unroll");
       {
         CodeStream::Scope elems(os_, "for (int e = 0; e < kEpt; ++e)");
@@ -217,12 +226,11 @@ class Generator {
                    return cat("u", i);
                  }),
                  ";");
-        os_.line("w[e] = ", store("expr_body(x, s)"), ";");
+        os_.line("w[e] = ", store("expr_body(x, s)", offset), ";");
       }
-      if (!strided || k_.target_access == Access::unit) {
+      if (unit_target) {
         os_.line("store_vector(pt + ", strided ? "ft" : "i", ", w);");
       } else {
-        os_.line("const Off st_inner = (Off)t.layout.strides[", rank_ - 1, "];");
         os_.line("#pragma unroll");
         os_.line("for (int e = 0; e < kEpt; ++e) pt[ft + (Off)e * st_inner] = w[e];");
       }
@@ -255,7 +263,8 @@ class Generator {
       }
       os_.line("#pragma unroll");
       os_.line("for (int r = 0; r < 4; ++r)");
-      os_.line("  if (i0 + (Idx)r * step < n) pt[at[r]] = ", store("expr_body(x[r], s)"), ";");
+      os_.line("  if (i0 + (Idx)r * step < n) pt[at[r]] = ", store("expr_body(x[r], s)", "at[r]"),
+               ";");
     }
     if (flex_target()) os_.line("commit_stats(st, stats);");
   }
@@ -267,7 +276,7 @@ class Generator {
     if (arg_to_int())
       os_.line("pt[", at, "] = (int32_t)", acc, ".index;");
     else
-      os_.line("pt[", at, "] = ", store(cat("Red::value(", acc, ", a.k)")), ";");
+      os_.line("pt[", at, "] = ", store(cat("Red::value(", acc, ", a.k)"), at), ";");
   }
 
   // Value of operand i at position `k` of the reduced dimension (rows kind, scalar access).

@@ -59,6 +59,7 @@ std::string expr_kernel_key(const ExprKernel& k, const ir::Program& body) {
   key << "|r" << static_cast<long long>(k.args.rank) << (k.index64 ? "|i64" : "|i32") << "|e"
       << static_cast<long long>(k.elements_per_thread);
   if (k.descriptors_in_memory) key << "|dm";
+  if (k.stochastic) key << "|sr";
   key << "|t" << dtype_name(k.target_dtype) << ':' << access_code(k.target_access) << "|o";
   for (std::size_t i = 0; i < k.access.size(); ++i)
     key << dtype_name(k.operand_dtypes[i]) << ':' << access_code(k.access[i]) << ',';

@@ -51,6 +51,7 @@ struct ExprArgs {
   std::int64_t shape[portable::kLayoutMaxRank];  // the coalesced iteration space
   std::int32_t rank;
   std::int32_t block_x;
+  std::uint64_t seed;  // flex16 stochastic rounding (ExprKernel::stochastic)
 };
 
 // A flex16 write's statistics as the kernels accumulate them (one atomic per block).
@@ -113,6 +114,7 @@ struct ExprKernel {
   int elements_per_thread = 16;
   DType target_dtype = DType::f32;
   Access target_access = Access::unit;  // elementwise kinds: how the target is written
+  bool stochastic = false;              // flex16 target, seeded stochastic rounding (seed in args)
   std::vector<DType> operand_dtypes;
   std::vector<Access> access;  // per operand
 

@@ -42,13 +42,24 @@ float max_abs_of(const ir::Program& body, Device device) {
   return pass.target.to_floats()[0];
 }
 
+// The smallest iwl at which every value up to max_abs stores without saturating: rounded to
+// nearest, or (stochastic) rounded up.
+int exact_iwl(float max_abs, bool stochastic) {
+  int iwl = portable::flex16_iwl_holding(max_abs);
+  if (stochastic && iwl < portable::kFlex16MaxIwl &&
+      std::ceil(static_cast<double>(max_abs) * std::ldexp(1.0, 15 - iwl)) > portable::kFlex16MaxM)
+    ++iwl;
+  return iwl;
+}
+
 // IwlPolicy::exact: the smallest exponent that holds the stage's result, found by a max pass
 // over the same program before the store.
 void run_exact_flex16(const ir::Stage& stage) {
   Array target = stage.target;
+  const bool stochastic = stage.stochastic_seed.has_value();
   if (!stage.reduce) {
     if (stage.target.size() > 0)
-      target.set_iwl(portable::flex16_iwl_holding(max_abs_of(stage.body, target.device())));
+      target.set_iwl(exact_iwl(max_abs_of(stage.body, target.device()), stochastic));
     run(stage);
     return;
   }
@@ -61,8 +72,9 @@ void run_exact_flex16(const ir::Stage& stage) {
   store.body.operands = {reduce.target};
   store.body.code = {{ir::Op::operand, -1, -1, -1, 0}};
   store.target = stage.target;
+  store.stochastic_seed = stage.stochastic_seed;
   if (stage.target.size() > 0)
-    target.set_iwl(portable::flex16_iwl_holding(max_abs_of(store.body, target.device())));
+    target.set_iwl(exact_iwl(max_abs_of(store.body, target.device()), stochastic));
   run(store);
 }
 

@@ -88,6 +88,8 @@ class Planner {
       final_stage.target = out_;
     }
     final_stage.iwl_policy = options_.iwl_policy;
+    if (out_.dtype() == DType::flex16 && options_.rounding == Rounding::stochastic)
+      final_stage.stochastic_seed = options_.seed;
     protect_from_aliasing(final_stage);
     plan_.stages.push_back(std::move(final_stage));
     // A flex16 output whose exponent will change (exact policy, or an explicit iwl) changes how

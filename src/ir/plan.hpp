@@ -3,6 +3,7 @@
 // axis or all axes (writing a keep-dims target). Reductions that feed further computation get
 // their own stage writing a temporary; everything else fuses into its consumer.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,8 +28,10 @@ struct Stage {
   // Elementwise: a view of body.shape. Reduction: body.shape with the reduced axes at 1.
   // Values are converted to the target's dtype when stored (see store rules in expr.hpp).
   Array target;
-  // flex16 targets only: the exponent policy of this store.
+  // flex16 targets only: the exponent policy of this store, and the seed of a stochastic
+  // rounding (empty: round to nearest even).
   IwlPolicy iwl_policy = IwlPolicy::fixed;
+  std::optional<std::uint64_t> stochastic_seed;
 };
 
 struct Plan {

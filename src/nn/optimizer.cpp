@@ -22,21 +22,42 @@ Array& updated(Parameter& p) {
   return p.master.defined() ? p.master : p.value;
 }
 
-// flex16 tensors (weights, optimizer state) store under their Autoflex managers.
-AssignOptions stores(const Array& target) {
-  AssignOptions o;
-  if (target.dtype() == DType::flex16) o.iwl_policy = IwlPolicy::autoflex;
-  return o;
+// Which of a parameter's tensors a write updates: the stochastic rounding draws one stream each.
+enum class Slot : std::uint64_t { weights = 1, first_state = 2, second_state = 3, published = 4 };
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {  // splitmix64 of h combined with v
+  std::uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
-void write(const Array& target, const Expr& e) {
-  assign(target, e, stores(target));
-}
+// Where one update writes: flex16 tensors (weights, optimizer state) store under their Autoflex
+// managers, rounding as the options say (a stochastic seed per step, parameter and slot).
+class Writer {
+ public:
+  Writer(const OptimizerOptions& o, std::int64_t step, std::size_t param)
+      : o_(o), step_(step), param_(param) {}
+  void operator()(const Array& target, const Expr& e, Slot slot) const {
+    AssignOptions options;
+    if (target.dtype() == DType::flex16) {
+      options.iwl_policy = IwlPolicy::autoflex;
+      options.rounding = o_.rounding;
+      options.seed = mix(mix(mix(o_.rounding_seed, static_cast<std::uint64_t>(step_)), param_),
+                         static_cast<std::uint64_t>(slot));
+    }
+    assign(target, e, options);
+  }
+  // After the master copy moved: its flex16 rounding becomes the value the layers read.
+  void publish(Parameter& p) const {
+    if (p.master.defined()) (*this)(p.value, Expr(p.master), Slot::published);
+  }
 
-// After the master copy moved: its flex16 rounding becomes the value the layers read.
-void publish(Parameter& p) {
-  if (p.master.defined()) write(p.value, Expr(p.master));
-}
+ private:
+  const OptimizerOptions& o_;
+  std::int64_t step_;
+  std::size_t param_;
+};
 
 // Optimizer state in the format of the gradients it follows.
 Array new_state(const Parameter& p) {
@@ -56,18 +77,20 @@ class Sgd final : public Optimizer {
     for (std::size_t i = 0; i < params.size(); ++i) {
       Parameter& p = *params[i];
       check_grad(p);
+      const Writer write(o_, steps_, i);
       Array& w = updated(p);
       Expr g = o_.weight_decay != 0 ? Expr(p.grad) + o_.weight_decay * Expr(w) : Expr(p.grad);
       if (o_.momentum == 0) {
-        write(w, Expr(w) - lr * g);
-        publish(p);
+        write(w, Expr(w) - lr * g, Slot::weights);
+        write.publish(p);
         continue;
       }
       Array& buf = buffers_[i];
       // The first step starts the buffer at the gradient, as PyTorch does.
-      write(buf, steps_ == 0 ? g : o_.momentum * Expr(buf) + g);
-      write(w, Expr(w) - lr * (o_.nesterov ? g + o_.momentum * Expr(buf) : Expr(buf)));
-      publish(p);
+      write(buf, steps_ == 0 ? g : o_.momentum * Expr(buf) + g, Slot::first_state);
+      write(w, Expr(w) - lr * (o_.nesterov ? g + o_.momentum * Expr(buf) : Expr(buf)),
+            Slot::weights);
+      write.publish(p);
     }
     ++steps_;
   }
@@ -102,17 +125,19 @@ class Adam final : public Optimizer {
     for (std::size_t i = 0; i < params.size(); ++i) {
       Parameter& p = *params[i];
       check_grad(p);
+      const Writer write(o_, steps_, i);
       Array& m = moments_[2 * i];
       Array& v = moments_[2 * i + 1];
       Array& target = updated(p);
       Expr g(p.grad);
       if (o_.weight_decay != 0 && !decoupled_) g = g + o_.weight_decay * Expr(target);
-      write(m, o_.beta1 * Expr(m) + (1 - o_.beta1) * g);
-      write(v, o_.beta2 * Expr(v) + (1 - o_.beta2) * sqr(g));
+      write(m, o_.beta1 * Expr(m) + (1 - o_.beta1) * g, Slot::first_state);
+      write(v, o_.beta2 * Expr(v) + (1 - o_.beta2) * sqr(g), Slot::second_state);
       Expr w(target);
       if (decoupled_ && o_.weight_decay != 0) w = w * (1 - lr * o_.weight_decay);
-      write(target, w - (lr / bc1) * Expr(m) / (sqrt(Expr(v)) * (1 / std::sqrt(bc2)) + o_.eps));
-      publish(p);
+      write(target, w - (lr / bc1) * Expr(m) / (sqrt(Expr(v)) * (1 / std::sqrt(bc2)) + o_.eps),
+            Slot::weights);
+      write.publish(p);
     }
     ++steps_;
   }

@@ -33,12 +33,23 @@ struct Access {
   StridedLayout layout;
   DType dtype;
   int iwl;
+  bool stochastic = false;  // flex16 targets: seeded stochastic rounding
+  std::uint64_t seed = 0;
 };
 
 Access access_of(const Array& a) {
   Access acc{static_cast<char*>(a.data()), ArrayAccess::layout(a), a.dtype(),
              a.dtype() == DType::flex16 ? a.iwl() : 0};
   portable::coalesce_layouts(&acc.layout, 1);
+  return acc;
+}
+
+Access target_access_of(const ir::Stage& stage) {
+  Access acc = access_of(stage.target);
+  if (stage.stochastic_seed && acc.dtype == DType::flex16) {
+    acc.stochastic = true;
+    acc.seed = *stage.stochastic_seed;
+  }
   return acc;
 }
 
@@ -116,6 +127,8 @@ void load(const Access& a, std::int64_t begin, int count, float* dst, std::int64
   }
 }
 
+// convert(value, offset): offset is the element's position from the view's first element,
+// which a stochastic rounding draws its random number from.
 template <class T, class Convert>
 void store_typed(const Access& a, std::int64_t begin, int count, const float* src, Convert convert,
                  std::int64_t* scratch) {
@@ -124,14 +137,14 @@ void store_typed(const Access& a, std::int64_t begin, int count, const float* sr
     std::int64_t s = a.layout.rank == 0 ? 0 : a.layout.strides[0];
     T* q = p + begin * s;
     if (s == 1) {
-      for (int i = 0; i < count; ++i) q[i] = convert(src[i]);
+      for (int i = 0; i < count; ++i) q[i] = convert(src[i], begin + i);
     } else {
-      for (int i = 0; i < count; ++i) q[i * s] = convert(src[i]);
+      for (int i = 0; i < count; ++i) q[i * s] = convert(src[i], (begin + i) * s);
     }
     return;
   }
   chunk_offsets(a.layout, begin, count, scratch);
-  for (int i = 0; i < count; ++i) p[scratch[i]] = convert(src[i]);
+  for (int i = 0; i < count; ++i) p[scratch[i]] = convert(src[i], scratch[i]);
 }
 
 void store(const Access& a, std::int64_t begin, int count, const float* src, std::int64_t* scratch,
@@ -140,29 +153,41 @@ void store(const Access& a, std::int64_t begin, int count, const float* src, std
   switch (a.dtype) {
     case DType::f32:
       return store_typed<float>(
-          a, begin, count, src, [](float v) { return v; }, scratch);
+          a, begin, count, src, [](float v, std::int64_t) { return v; }, scratch);
     case DType::f64:
       return store_typed<double>(
-          a, begin, count, src, [](float v) { return store_f64(v); }, scratch);
+          a, begin, count, src, [](float v, std::int64_t) { return store_f64(v); }, scratch);
     case DType::bf16:
       return store_typed<std::uint16_t>(
-          a, begin, count, src, [](float v) { return store_bf16(v); }, scratch);
+          a, begin, count, src, [](float v, std::int64_t) { return store_bf16(v); }, scratch);
     case DType::u8:
       return store_typed<std::uint8_t>(
-          a, begin, count, src, [](float v) { return store_u8(v); }, scratch);
+          a, begin, count, src, [](float v, std::int64_t) { return store_u8(v); }, scratch);
     case DType::i32:
       return store_typed<std::int32_t>(
-          a, begin, count, src, [](float v) { return store_i32(v); }, scratch);
+          a, begin, count, src, [](float v, std::int64_t) { return store_i32(v); }, scratch);
     case DType::flex16: {
       const int iwl = a.iwl;
+      auto count_code = [&stats](float v, Flex16Code c) {
+        if (v != v) ++stats.nan_count;
+        stats.saturated += c.saturated;
+        stats.max_abs_m = std::max<std::int32_t>(stats.max_abs_m, std::abs(int{c.m}));
+        return c.m;
+      };
+      if (a.stochastic) {
+        const std::uint64_t seed = a.seed;
+        return store_typed<std::int16_t>(
+            a, begin, count, src,
+            [iwl, seed, &count_code](float v, std::int64_t offset) {
+              return count_code(v, flex16_encode_stochastic(static_cast<double>(v), iwl, seed,
+                                                            static_cast<std::uint64_t>(offset)));
+            },
+            scratch);
+      }
       return store_typed<std::int16_t>(
           a, begin, count, src,
-          [iwl, &stats](float v) {
-            if (v != v) ++stats.nan_count;
-            Flex16Code c = flex16_encode(v, iwl);
-            stats.saturated += c.saturated;
-            stats.max_abs_m = std::max<std::int32_t>(stats.max_abs_m, std::abs(int{c.m}));
-            return c.m;
+          [iwl, &count_code](float v, std::int64_t) {
+            return count_code(v, flex16_encode(v, iwl));
           },
           scratch);
     }
@@ -291,7 +316,7 @@ struct Accumulator {
 };
 
 void run_elementwise(const ir::Stage& stage, const std::vector<Access>& operands) {
-  Access target = access_of(stage.target);
+  Access target = target_access_of(stage);
   const std::int64_t n = shape_numel(stage.body.shape);
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<Flex16Stats> partial;
@@ -348,7 +373,7 @@ void run_reduction(const ir::Stage& stage, const std::vector<Array>& operand_arr
     operands.push_back(acc);
   }
   // The target without the reduced axis: output o is iteration row o.
-  Access target = access_of(stage.target);
+  Access target = target_access_of(stage);
   const bool integer_index =
       (op == Op::argmax || op == Op::argmin) && stage.target.dtype() == DType::i32;
 

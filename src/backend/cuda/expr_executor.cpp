@@ -139,6 +139,7 @@ bool run_row_fused(const ir::Plan& plan) {
   // Anything unusual goes the stage-by-stage way, which reports it properly.
   for (const ir::Stage& s : plan.stages) {
     if (!s.target.defined() || s.target.device() != out.device()) return false;
+    if (s.stochastic_seed) return false;  // the stage-by-stage kernels round stochastically
     for (const Array& a : s.body.operands)
       if (!a.defined() || a.device() != out.device()) return false;
   }

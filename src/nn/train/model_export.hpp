@@ -19,7 +19,7 @@ struct ResolvedConfig {
   bool nesterov = false;
   std::string optimizer, loss, schedule;
   std::uint64_t seed = 0;
-  std::string precision = "f32", master_weights = "f32";
+  std::string precision = "f32", master_weights = "f32", rounding = "nearest";
 
   Precision precision_settings() const;
 

@@ -155,6 +155,7 @@ ResolvedConfig resolve_config(const TrainConfig& config, const std::string& chec
   r.limit = pick_int(config.limit, "limit", 0);
   r.precision = pick_text(config.precision, "precision", "f32");
   r.master_weights = pick_text(config.master_weights, "master_weights", "f32");
+  r.rounding = pick_text(config.rounding, "rounding", "nearest");
 
   check_positive(r.time_steps, "T (--T)");
   check_positive(r.epochs, "the number of epochs (--epochs)");
@@ -171,6 +172,10 @@ ResolvedConfig resolve_config(const TrainConfig& config, const std::string& chec
                          ": f32 (an f32 copy the optimizer updates) or flex16 (none)"));
   if (config.master_weights && r.precision != "flex16")
     throw ValueError("--master-weights goes with --precision flex16");
+  if (r.rounding != "nearest" && r.rounding != "stochastic")
+    throw ValueError(cat("--rounding ", r.rounding, ": nearest or stochastic"));
+  if (config.rounding && r.precision != "flex16")
+    throw ValueError("--rounding goes with --precision flex16");
   (void)parse_loss(r.loss);
   (void)parse_schedule(r.schedule);
   (void)make_optimizer(r.optimizer, r.optimizer_options());
@@ -189,6 +194,10 @@ OptimizerOptions ResolvedConfig::optimizer_options() const {
   o.momentum = optimizer == "sgd" ? momentum : 0.9;
   o.nesterov = nesterov;
   o.weight_decay = weight_decay;
+  if (precision == "flex16" && rounding == "stochastic") {
+    o.rounding = Rounding::stochastic;
+    o.rounding_seed = seed;
+  }
   return o;
 }
 
@@ -234,7 +243,7 @@ std::string ResolvedConfig::text() const {
              "\noptimizer=", optimizer, "\nloss=", loss, "\nschedule=", schedule,
              "\nstep_size=", step_size, "\ngamma=", format_double(gamma), "\nseed=", seed,
              "\nlimit=", limit, "\nprecision=", precision, "\nmaster_weights=", master_weights,
-             "\n");
+             "\nrounding=", rounding, "\n");
 }
 
 std::string canonical_architecture(Sequential& net) {
@@ -459,7 +468,8 @@ TrainResult train(const TrainConfig& config) {
   if (precision.dtype == DType::flex16) {
     std::string formats;
     for (const auto& [what, format] : result.formats) formats += cat("\n  ", what, ": ", format);
-    progress.line(cat("precision flex16:", formats));
+    progress.line(cat("precision flex16 (", r.rounding == "stochastic" ? "stochastic" : "nearest",
+                      " rounding in the optimizer's writes):", formats));
   }
   if (resumed) progress.line(cat("resuming from ", config.resume, " after epoch ", first_epoch));
 
