@@ -88,10 +88,11 @@ int train_command(const Args& args) {
                        ->default_str("f32");
   auto* o_rounding =
       app.add_option("--rounding", rounding,
-                     "flex16: nearest | stochastic (the optimizer's flex16 writes round "
-                     "stochastically, seeded from --seed: a run repeats bit for bit)")
+                     "flex16: stochastic (the default: the optimizer's flex16 writes round "
+                     "stochastically, seeded from --seed, so a run repeats bit for bit) | "
+                     "nearest")
           ->check(CLI::IsMember({"nearest", "stochastic"}))
-          ->default_str("nearest");
+          ->default_str("stochastic");
   auto* o_seed = app.add_option("--seed", seed, "seed of initialisation, shuffling and dropout")
                      ->default_str("0");
   auto* o_limit = app.add_option("--limit", limit, "train (and test) on the first N samples only")

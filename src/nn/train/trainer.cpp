@@ -155,7 +155,9 @@ ResolvedConfig resolve_config(const TrainConfig& config, const std::string& chec
   r.limit = pick_int(config.limit, "limit", 0);
   r.precision = pick_text(config.precision, "precision", "f32");
   r.master_weights = pick_text(config.master_weights, "master_weights", "f32");
-  r.rounding = pick_text(config.rounding, "rounding", "nearest");
+  // Stochastic rounding is flex16's default: it measured closer to f32 (bench/RESULTS.md).
+  r.rounding =
+      pick_text(config.rounding, "rounding", r.precision == "flex16" ? "stochastic" : "nearest");
 
   check_positive(r.time_steps, "T (--T)");
   check_positive(r.epochs, "the number of epochs (--epochs)");
