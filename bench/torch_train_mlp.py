@@ -5,7 +5,14 @@ compare. 784-512 LIF-10 LIF, T = 4, direct input (the first linear layer runs on
 as flexkit's does), LIF tau 2 with decay_input, hard reset to 0, v_th 1, sigmoid(4) surrogate,
 MSE of the rate against one-hot, Adam lr 1e-3 with cosine annealing over the epochs, batch 128.
 
-    python3 bench/torch_train_mlp.py --epochs 10 [--threads 2] [--limit N] [--json out.json]
+--storage f16 stores what `flexkit train --precision flex16` stores in flex16 as IEEE float16
+instead, with no loss scaling (the Flexpoint paper's comparison): the layers read the weights
+rounded to f16 (the optimizer keeps an f32 master copy, as flexkit's default does), the layer
+outputs and every gradient are rounded to f16, and so is Adam's first moment after each step
+(its second moment stays f32, as in flexkit). Spikes are 0/1, exact either way.
+
+    python3 bench/torch_train_mlp.py --epochs 10 [--threads 2] [--limit N] [--storage f32|f16]
+                                     [--json out.json]
 """
 import argparse
 import gzip
@@ -37,6 +44,19 @@ class Spike(torch.autograd.Function):
         return grad * 4.0 * s * (1.0 - s)
 
 
+class RoundF16(torch.autograd.Function):
+    """The value and its gradient as IEEE float16 would store them (overflow to inf, underflow
+    to subnormals and zero), computed on in f32."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.half().float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.half().float()
+
+
 def lif(current):  # (T, N, F) -> spikes (T, N, F)
     v = torch.zeros_like(current[0])
     out = []
@@ -60,6 +80,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default=os.environ.get("FLEXKIT_DATA_DIR") or "/usr/share/datasets/fashion-mnist")
     ap.add_argument("--json", default="")
+    ap.add_argument("--storage", choices=["f32", "f16"], default="f32")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -76,9 +97,15 @@ def main():
     x_test, y_test = load("t10k")
     fc1, fc2 = torch.nn.Linear(784, args.hidden), torch.nn.Linear(args.hidden, 10)
 
+    f16 = args.storage == "f16"
+    store = RoundF16.apply if f16 else (lambda t: t)
+
+    def linear(layer, x):
+        return store(torch.nn.functional.linear(x, store(layer.weight), store(layer.bias)))
+
     def forward(x):
-        c1 = fc1(x).unsqueeze(0).expand(args.T, -1, -1)
-        return lif(fc2(lif(c1))).mean(0)
+        c1 = linear(fc1, store(x)).unsqueeze(0).expand(args.T, -1, -1)
+        return lif(linear(fc2, lif(c1))).mean(0)
 
     params = list(fc1.parameters()) + list(fc2.parameters())
     opt = torch.optim.Adam(params, lr=args.lr)
@@ -96,6 +123,11 @@ def main():
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if f16:
+                with torch.no_grad():
+                    for p in params:
+                        m = opt.state[p]["exp_avg"]
+                        m.copy_(m.half().float())
             correct += (rate.argmax(1) == y_train[idx]).sum().item()
         seconds = time.perf_counter() - start
         train_seconds += seconds
@@ -109,6 +141,7 @@ def main():
         print(f"epoch {epoch + 1}/{args.epochs}: train acc {100 * correct / n:.2f}% "
               f"test acc {100 * acc:.2f}% {seconds:.1f} s, {n / seconds:.0f} samples/s", flush=True)
     result = {"peer": f"PyTorch {torch.__version__} CPU, {args.threads} threads",
+              "storage": args.storage,
               "test_accuracy": history[-1]["test_accuracy"],
               "samples_per_second": trained / train_seconds, "history": history}
     print(json.dumps({k: v for k, v in result.items() if k != "history"}))
