@@ -218,6 +218,20 @@ class TrainCli(unittest.TestCase):
         self.assertEqual(summary["rounding"], "stochastic")
         self.assertGreaterEqual(summary["test_accuracy"], 0.5)
 
+    def test_flex16_cuda_and_cpu_give_the_same_weights_after_50_steps(self):
+        if DEVICE != "cuda":
+            self.skipTest("compares a CUDA run with a CPU run")
+        # 6400 samples in batches of 128: 50 steps of the default model, exact products and the
+        # same float operations on both backends.
+        common = ["--limit", "6400", "--epochs", "1", "--precision", "flex16", "--quiet"]
+        for device in ("cpu", "cuda"):
+            r = run("train", "--device", device, *common, "--save", self.path(device + ".npz"))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        cpu, cuda = np.load(self.path("cpu.npz")), np.load(self.path("cuda.npz"))
+        for k in cpu.files:
+            if k != "model":
+                np.testing.assert_array_equal(cpu[k], cuda[k], err_msg=k)
+
     def expect_error(self, args, *fragments, env=None, rc=None):
         r = run(*args, env=env)
         self.assertNotEqual(r.returncode, 0, r.stdout)

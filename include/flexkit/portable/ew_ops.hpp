@@ -3,6 +3,7 @@
 #pragma once
 #include "flexkit/portable/bits.hpp"
 #include "flexkit/portable/flex16_codec.hpp"
+#include "flexkit/portable/float_math.hpp"
 
 #if FLEXKIT_DEVICE_PASS
 #define FLEXKIT_MATHF(fn) fn##f
@@ -26,27 +27,29 @@ FLEXKIT_HD float ew_sqr(float x) {
 FLEXKIT_HD float ew_sqrt(float x) {
   return FLEXKIT_MATHF(sqrt)(x);
 }
+// exp, exp2, log, log2 (and the logistic functions built on them) are flexkit's own
+// (float_math.hpp), so the CPU and CUDA agree bit for bit; tanh and pow are the platform's.
 FLEXKIT_HD float ew_exp(float x) {
-  return FLEXKIT_MATHF(exp)(x);
+  return exp_f(x);
 }
 FLEXKIT_HD float ew_exp2(float x) {
-  return FLEXKIT_MATHF(exp2)(x);
+  return exp2_f(x);
 }
 FLEXKIT_HD float ew_log(float x) {
-  return FLEXKIT_MATHF(log)(x);
+  return log_f(x);
 }
 FLEXKIT_HD float ew_log2(float x) {
-  return FLEXKIT_MATHF(log2)(x);
+  return log2_f(x);
 }
 // Logistic functions evaluated on the side where the exponential cannot overflow.
 FLEXKIT_HD float ew_sig(float x) {
-  if (x >= 0) return 1.0f / (1.0f + FLEXKIT_MATHF(exp)(-x));
-  float t = FLEXKIT_MATHF(exp)(x);
+  if (x >= 0) return 1.0f / (1.0f + exp_f(-x));
+  float t = exp_f(x);
   return t / (1.0f + t);
 }
 FLEXKIT_HD float ew_sig2(float x) {
-  if (x >= 0) return 1.0f / (1.0f + FLEXKIT_MATHF(exp2)(-x));
-  float t = FLEXKIT_MATHF(exp2)(x);
+  if (x >= 0) return 1.0f / (1.0f + exp2_f(-x));
+  float t = exp2_f(x);
   return t / (1.0f + t);
 }
 FLEXKIT_HD float ew_tanh(float x) {

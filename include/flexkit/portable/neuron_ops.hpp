@@ -30,7 +30,7 @@ FLEXKIT_HD float ew_surrogate_grad(int kind, float alpha, float z) {
       // sig(u) * sig(-u) = t / (1 + t)^2 with t = exp(-|u|): no cancellation (s * (1 - s)
       // loses digits far from 0), and one exponential and one division, which the backward of
       // a bandwidth-bound kernel notices.
-      const float t = FLEXKIT_MATHF(exp)(-alpha * az);
+      const float t = exp_f(-alpha * az);
       const float d = 1.0f + t;
       return alpha * t / (d * d);
     }
@@ -43,7 +43,7 @@ FLEXKIT_HD float ew_surrogate_grad(int kind, float alpha, float z) {
       return g > 0.0f ? g : 0.0f;
     }
     case kSurrogatePiecewiseExp:
-      return 0.5f * alpha * FLEXKIT_MATHF(exp)(-alpha * az);
+      return 0.5f * alpha * exp_f(-alpha * az);
     case kSurrogateSoftSign: {
       const float d = 1.0f / alpha + az;
       return 1.0f / (2.0f * alpha * d * d);
@@ -54,7 +54,7 @@ FLEXKIT_HD float ew_surrogate_grad(int kind, float alpha, float z) {
     }
     default: {  // kSurrogateErf
       const float u = alpha * z;
-      return alpha * 0.5641895835477563f * FLEXKIT_MATHF(exp)(-u * u);
+      return alpha * 0.5641895835477563f * exp_f(-u * u);
     }
   }
 }
