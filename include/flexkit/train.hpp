@@ -42,6 +42,9 @@ struct TrainConfig {
   std::string save;                     // the trained weights as .npz
   std::string summary;                  // the JSON summary
   bool quiet = false;                   // no progress output
+  // Called after each training step, once its work is queued (the global step, 1-based): for
+  // logging and profiling around the steps.
+  std::function<void(std::int64_t)> on_step;
 };
 
 // A preset: the architecture and the hyper-parameters it trains with.

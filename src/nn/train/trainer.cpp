@@ -531,6 +531,7 @@ TrainResult train(const TrainConfig& config) {
       t.samples += n;
       ++step_in_epoch;
       ++global_step;
+      if (config.on_step) config.on_step(global_step);
       progress.step(step_in_epoch, t.loss / static_cast<double>(t.samples),
                     static_cast<double>(t.correct) / static_cast<double>(t.samples), t.samples);
       if (g_stop) break;

@@ -1,0 +1,215 @@
+// Where a training step's time goes on the GPU: runs `flexkit train` in process under CUPTI's
+// activity trace and prints, per training step (steady state: the steps after --skip), the
+// kernels launched, the copies and memsets, the host's waits for the GPU, the host time, the
+// GPU's kernel time, and the kernels that take the most of it.
+//
+//   bench_train_profile [--model csnn] [--precision f32|flex16] [--steps 60] [--skip 20]
+//
+// Each kernel, copy and memset is placed in the step whose host code issued it (CUPTI's
+// correlation of GPU activity with the API call), so a step's counts do not depend on how far
+// the GPU lags behind the host.
+#include <cupti.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "flexkit/train.hpp"
+
+using namespace flexkit;
+
+namespace {
+
+#define CUPTI_CHECK(call)                                                         \
+  do {                                                                            \
+    CUptiResult status_ = (call);                                                 \
+    if (status_ != CUPTI_SUCCESS) {                                               \
+      const char* text_ = nullptr;                                                \
+      cuptiGetResultString(status_, &text_);                                      \
+      std::fprintf(stderr, "bench_train_profile: %s failed: %s\n", #call, text_); \
+      std::exit(1);                                                               \
+    }                                                                             \
+  } while (0)
+
+struct GpuWork {
+  std::string name;  // kernel name, or "memcpy" / "memset"
+  std::uint32_t correlation;
+  std::uint64_t start, end;
+};
+struct ApiCall {
+  std::uint64_t start, end;
+  bool waits;  // a call that blocks the host until the GPU is done
+};
+
+std::mutex g_mutex;
+std::vector<GpuWork> g_work;
+std::unordered_map<std::uint32_t, ApiCall> g_api;  // by correlation id
+
+bool is_wait(CUpti_ActivityKind kind, CUpti_CallbackId cbid) {
+  if (kind != CUPTI_ACTIVITY_KIND_RUNTIME) return false;
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max) {
+  *size = std::size_t{16} << 20;
+  *buffer = static_cast<std::uint8_t*>(std::aligned_alloc(8, *size));
+  *max = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t,
+                               std::size_t valid) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+        g_work.push_back({k->name ? k->name : "?", k->correlationId, k->start, k->end});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        g_work.push_back({"memcpy", m->correlationId, m->start, m->end});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        g_work.push_back({"memset", m->correlationId, m->start, m->end});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        ApiCall call{a->start, a->end, is_wait(a->kind, a->cbid)};
+        auto [it, fresh] = g_api.emplace(a->correlationId, call);
+        if (!fresh) {  // a runtime call and the driver call inside it: the outer one counts
+          it->second.start = std::min(it->second.start, call.start);
+          it->second.end = std::max(it->second.end, call.end);
+          it->second.waits = it->second.waits || call.waits;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  std::free(buffer);
+}
+
+const char* arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string model = arg(argc, argv, "--model", "csnn");
+  const std::string precision = arg(argc, argv, "--precision", "f32");
+  const std::int64_t steps = std::atoll(arg(argc, argv, "--steps", "60"));
+  const std::int64_t skip = std::atoll(arg(argc, argv, "--skip", "20"));
+  if (steps <= skip || skip < 1) {
+    std::fprintf(stderr, "bench_train_profile: need --steps > --skip >= 1\n");
+    return 2;
+  }
+
+  CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+  for (CUpti_ActivityKind kind :
+       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER})
+    CUPTI_CHECK(cuptiActivityEnable(kind));
+
+  std::vector<std::uint64_t> marks;  // host timestamps: marks[i] ends global step i + 1
+  nn::TrainConfig config;
+  config.model = model;
+  config.precision = precision;
+  config.device = "cuda";
+  config.epochs = 1;
+  config.quiet = true;
+  config.on_step = [&](std::int64_t) {
+    std::uint64_t now = 0;
+    cuptiGetTimestamp(&now);
+    marks.push_back(now);
+  };
+  // One epoch of exactly `steps` batches (the trainer's batch is the preset's, 128 for both).
+  config.limit = steps * 128;
+  nn::train(config);
+  CUPTI_CHECK(cuptiActivityFlushAll(1));
+
+  if (static_cast<std::int64_t>(marks.size()) < steps) {
+    std::fprintf(stderr, "bench_train_profile: %zu steps ran, expected %lld\n", marks.size(),
+                 static_cast<long long>(steps));
+    return 1;
+  }
+  const std::uint64_t from = marks[skip - 1], to = marks[steps - 1];
+  const double n = static_cast<double>(steps - skip);
+  auto in_window = [&](std::uint32_t correlation) {
+    auto it = g_api.find(correlation);
+    return it != g_api.end() && it->second.start >= from && it->second.start < to;
+  };
+
+  std::int64_t kernels = 0, copies = 0, memsets = 0;
+  double gpu_ns = 0;
+  std::map<std::string, std::pair<std::int64_t, double>> by_name;  // count, ns
+  for (const GpuWork& w : g_work) {
+    if (!in_window(w.correlation)) continue;
+    const double ns = static_cast<double>(w.end - w.start);
+    if (w.name == "memcpy")
+      ++copies;
+    else if (w.name == "memset")
+      ++memsets;
+    else
+      ++kernels;
+    gpu_ns += ns;
+    auto& e = by_name[w.name];
+    ++e.first;
+    e.second += ns;
+  }
+  std::int64_t waits = 0;
+  double wait_ns = 0;
+  for (const auto& [correlation, call] : g_api)
+    if (call.waits && call.start >= from && call.start < to) {
+      ++waits;
+      wait_ns += static_cast<double>(call.end - call.start);
+    }
+  const double wall_ns = static_cast<double>(to - from);
+
+  std::printf("\n%s, %s, cuda: steps %lld..%lld of one epoch (per step)\n", model.c_str(),
+              precision.c_str(), static_cast<long long>(skip + 1), static_cast<long long>(steps));
+  std::printf("| per training step | value |\n|---|---|\n");
+  std::printf("| wall time (ms) | %.3f |\n", wall_ns / n / 1e6);
+  std::printf("| host time, waits excluded (ms) | %.3f |\n", (wall_ns - wait_ns) / n / 1e6);
+  std::printf("| host waits for the GPU | %.1f (%.3f ms) |\n", waits / n, wait_ns / n / 1e6);
+  std::printf("| GPU time in kernels, copies, memsets (ms) | %.3f |\n", gpu_ns / n / 1e6);
+  std::printf("| kernel launches | %.1f |\n", kernels / n);
+  std::printf("| copies | %.1f |\n| memsets | %.1f |\n", copies / n, memsets / n);
+
+  std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> top(by_name.begin(),
+                                                                           by_name.end());
+  std::sort(top.begin(), top.end(),
+            [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  std::printf(
+      "\n| GPU work (top 15 by time) | per step | µs per step | share |\n|---|---|---|---|\n");
+  for (std::size_t i = 0; i < std::min<std::size_t>(15, top.size()); ++i) {
+    std::string name = top[i].first.substr(0, 70);
+    std::printf("| %s | %.1f | %.1f | %.1f %% |\n", name.c_str(), top[i].second.first / n,
+                top[i].second.second / n / 1e3, 100.0 * top[i].second.second / gpu_ns);
+  }
+  return 0;
+}
