@@ -205,6 +205,33 @@ TEST(AutoflexWrites, NaNIsCountedByTheManager) {
   EXPECT_EQ(y.to_floats(), (std::vector<float>{1.0f, 0.0f, 1.0f}));
 }
 
+TEST(AutoflexWrites, TheReportNamesTheLabelOfTheFirstNaNWrite) {
+  Array y = Array::empty({3}, DType::flex16, dev());
+  const Array x = Array::from_floats(std::vector<float>{1.0f, 0.0f, 2.0f}, {3}, DType::f32, dev());
+  assign(y, Expr(x) / Expr(x), kAutoflex);  // unlabelled: NaN, but no label to report
+  EXPECT_EQ(y.autoflex().report().first_nan_label, -1);
+  y.autoflex().reset();
+  {
+    const AutoflexWriteLabel step(7);
+    assign(y, Expr(x), kAutoflex);
+  }
+  for (std::int64_t step : {8, 9}) {
+    const AutoflexWriteLabel label(step);
+    assign(y, Expr(x) / Expr(x), kAutoflex);  // NaN at both; the first is reported
+  }
+  assign(y, Expr(x), kAutoflex);  // taken after the label's scope ended: still step 9's
+  const AutoflexReport r = y.autoflex().report();
+  EXPECT_EQ(r.nan_count, 2u);
+  EXPECT_EQ(r.first_nan_label, 8);
+  {
+    const AutoflexWriteLabel outer(3);
+    { const AutoflexWriteLabel inner(4); }
+    y.autoflex().reset();
+    assign(y, Expr(x) / Expr(x), kAutoflex);  // the outer label is back in force
+  }
+  EXPECT_EQ(y.autoflex().report().first_nan_label, 3);
+}
+
 TEST(AutoflexWrites, BadOptionsAreClearErrors) {
   Array y = Array::empty({1}, DType::flex16, dev());
   EXPECT_THROW(assign(y, Expr(1.0), {.iwl_policy = IwlPolicy::autoflex, .iwl = 3}), ValueError);

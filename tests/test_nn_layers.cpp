@@ -513,5 +513,67 @@ TEST(NnInit, ConvKaimingUniform) {
   expect_uniform(layer.bias().value.to_floats(), bound, "bias");
 }
 
+// The loss without a read: written into slots of a larger record on the device, checked
+// against float64 on the host (both losses, the correct count, the gradient).
+TEST(NnLoss, OnDeviceIntoSlotsMatchesFloat64) {
+  std::mt19937_64 gen(11);
+  const std::int64_t classes = 10, steps = 4, n = 37;
+  const Array out = uniform_array({classes, steps, n}, gen, 0.0, 1.0);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  for (auto& l : labels) l = static_cast<std::int32_t>(gen() % classes);
+  const Array label_array = Array::from_vector(labels, {n}, test::device());
+  const std::vector<double> o = out.to_doubles();
+  std::vector<double> rate(static_cast<std::size_t>(classes * n), 0.0);
+  for (std::int64_t c = 0; c < classes; ++c)
+    for (std::int64_t t = 0; t < steps; ++t)
+      for (std::int64_t i = 0; i < n; ++i)
+        rate[c * n + i] += o[(c * steps + t) * n + i] / static_cast<double>(steps);
+  double mse = 0, ce = 0, correct = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t label = labels[static_cast<std::size_t>(i)];
+    double top = -1e300, log_sum = 0;
+    std::int64_t best = 0;
+    for (std::int64_t c = 0; c < classes; ++c) {
+      const double r = rate[c * n + i];
+      mse += (r - (c == label)) * (r - (c == label));
+      if (r > top) top = r, best = c;
+    }
+    for (std::int64_t c = 0; c < classes; ++c) log_sum += std::exp(rate[c * n + i] - top);
+    ce += std::log(log_sum) + top - rate[label * n + i];
+    correct += best == label;
+  }
+  mse /= static_cast<double>(n * classes);
+  ce /= static_cast<double>(n);
+
+  Array record = Array::full({3, 4}, -7.0, DType::f32, test::device());
+  const DeviceLossResult m = rate_loss_on_device(out, label_array, LossKind::mse,
+                                                 record(1, slice(0, 1)), record(1, slice(3, 4)));
+  const DeviceLossResult e = rate_loss_on_device(out, label_array, LossKind::cross_entropy,
+                                                 record(2, slice(1, 2)), record(2, slice(2, 3)));
+  const std::vector<double> r = record.to_doubles();
+  EXPECT_NEAR(r[4], mse, 1e-6 * mse);
+  EXPECT_EQ(r[7], correct);
+  EXPECT_NEAR(r[9], ce, 1e-6 * ce);
+  EXPECT_EQ(r[10], correct);
+  for (std::size_t i : {0, 1, 2, 3, 5, 6, 8, 11}) EXPECT_EQ(r[i], -7.0) << i;  // untouched
+  // The mse gradient: 2 (rate − one-hot) / (N · classes · T) at every step.
+  const std::vector<double> g = m.grad_output.to_doubles();
+  for (std::int64_t c = 0; c < classes; ++c)
+    for (std::int64_t t = 0; t < steps; ++t)
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double want = 2.0 * (rate[c * n + i] - (c == labels[static_cast<std::size_t>(i)])) /
+                            static_cast<double>(n * classes * steps);
+        ASSERT_NEAR(g[(c * steps + t) * n + i], want, 1e-7) << c << " " << t << " " << i;
+      }
+  // The reading form agrees with the slots.
+  const LossResult read = rate_loss(out, label_array, LossKind::cross_entropy);
+  EXPECT_NEAR(read.loss, ce, 1e-6 * ce);
+  EXPECT_EQ(static_cast<double>(read.correct), correct);
+  EXPECT_EQ(e.rate.shape(), (Shape{classes, n}));
+  // A slot that is not one f32 element is refused.
+  EXPECT_THROW(rate_loss_on_device(out, label_array, LossKind::mse, record(0, slice(0, 2))),
+               ShapeError);
+}
+
 }  // namespace
 }  // namespace flexkit::nn

@@ -33,6 +33,23 @@ struct AutoflexReport {
   std::uint64_t nan_count = 0;       // NaN values stored as 0 over all writes
   int min_iwl = 0, max_iwl = 0;      // the iwls the writes used (0, 0 before any write)
   int next_iwl = 0;                  // what the next write uses (after the first)
+  // The AutoflexWriteLabel in force at the write that first stored a NaN (-1: none did, or it
+  // was unlabelled).
+  std::int64_t first_nan_label = -1;
+};
+
+// Labels the flex16 writes this thread makes while it lives (a training loop's step number),
+// so that a manager's report can say which write first stored a NaN: the statistics of a write
+// may be taken much later, when the device has finished it.
+class AutoflexWriteLabel {
+ public:
+  explicit AutoflexWriteLabel(std::int64_t label);
+  ~AutoflexWriteLabel();
+  AutoflexWriteLabel(const AutoflexWriteLabel&) = delete;
+  AutoflexWriteLabel& operator=(const AutoflexWriteLabel&) = delete;
+
+ private:
+  std::int64_t previous_;
 };
 
 namespace detail {

@@ -365,6 +365,19 @@ struct LossResult {
 // PyTorch's mse_loss. labels: i32 [N] on the output's device.
 LossResult rate_loss(const Array& output, const Array& labels, LossKind kind);
 
+// The same without waiting for the device, for training loops: the batch's mean loss and its
+// count of correct answers are written on the output's device, into `loss` and `correct` when
+// given (one-element f32 arrays, e.g. slots of a per-epoch record) or into fresh ones. Labels
+// are not range-checked here (that needs a read): check them once, before the loop.
+struct DeviceLossResult {
+  Array loss;     // f32 [1]: the mean over the batch
+  Array correct;  // f32 [1]: how many argmax(rate) equal the label
+  Array grad_output;
+  Array rate;
+};
+DeviceLossResult rate_loss_on_device(const Array& output, const Array& labels, LossKind kind,
+                                     const Array& loss = {}, const Array& correct = {});
+
 // ---- optimizers: every update is fused expressions over the parameter tensors
 // ---------------------
 struct OptimizerOptions {

@@ -6,11 +6,29 @@
 
 namespace flexkit {
 
+namespace {
+thread_local std::int64_t t_write_label = -1;  // AutoflexWriteLabel's
+}  // namespace
+
+AutoflexWriteLabel::AutoflexWriteLabel(std::int64_t label) : previous_(t_write_label) {
+  t_write_label = label;
+}
+
+AutoflexWriteLabel::~AutoflexWriteLabel() {
+  t_write_label = previous_;
+}
+
 struct Autoflex::Shared {
   portable::AutoflexState state = portable::autoflex_initial();
   int pending_iwl = 0;
+  std::int64_t pending_label = -1;
   std::shared_ptr<detail::PendingFlex16Stats>
-      pending;  // a recorded write's statistics, not yet taken
+      pending;                        // a recorded write's statistics, not yet taken
+  std::int64_t first_nan_label = -1;  // the label of the first write that stored a NaN
+  void take(int iwl, const Flex16Stats& stats, std::int64_t label) {
+    portable::autoflex_record(state, iwl, stats.max_abs_m, stats.saturated, stats.nan_count);
+    if (stats.nan_count != 0 && first_nan_label < 0) first_nan_label = label;
+  }
 };
 
 Autoflex::Autoflex() : shared_(std::make_shared<Shared>()) {}
@@ -19,8 +37,7 @@ void Autoflex::settle() const {
   if (!shared_->pending) return;
   const Flex16Stats stats = shared_->pending->wait();
   shared_->pending.reset();
-  portable::autoflex_record(shared_->state, shared_->pending_iwl, stats.max_abs_m, stats.saturated,
-                            stats.nan_count);
+  shared_->take(shared_->pending_iwl, stats, shared_->pending_label);
 }
 
 const portable::AutoflexState& Autoflex::state() const {
@@ -31,18 +48,19 @@ const portable::AutoflexState& Autoflex::state() const {
 void Autoflex::reset() const {
   shared_->pending.reset();
   shared_->state = portable::autoflex_initial();
+  shared_->first_nan_label = -1;
 }
 
 void Autoflex::record(int written_iwl, const Flex16Stats& stats) const {
   settle();
-  portable::autoflex_record(shared_->state, written_iwl, stats.max_abs_m, stats.saturated,
-                            stats.nan_count);
+  shared_->take(written_iwl, stats, t_write_label);
 }
 
 void Autoflex::record_pending(int written_iwl,
                               std::shared_ptr<detail::PendingFlex16Stats> stats) const {
   settle();
   shared_->pending_iwl = written_iwl;
+  shared_->pending_label = t_write_label;
   shared_->pending = std::move(stats);
 }
 
@@ -69,6 +87,7 @@ AutoflexReport Autoflex::report() const {
     r.max_iwl = s.max_iwl;
   }
   r.next_iwl = s.iwl;
+  r.first_nan_label = shared_->first_nan_label;
   return r;
 }
 

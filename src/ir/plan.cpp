@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/storage.hpp"
 #include "core/text.hpp"
@@ -32,15 +33,18 @@ bool same_view(const Array& a, const Array& b) {
          a.shape() == b.shape() && a.strides() == b.strides();
 }
 
-// One program being built, with the values already lowered into it: a subtree that appears
-// twice — the same object or an equal tree built again — is computed once.
+// One program being built: a subtree that appears twice — the same object or an equal tree
+// built again — is computed once. Equal trees are found by value numbering: an instruction equal
+// to one already emitted (same op, same argument values, same leaf) is that value, so no tree is
+// ever compared or named as a whole.
 struct ProgramBuilder {
   Program& program;
-  std::map<std::string, std::int32_t> values;
+  std::unordered_map<const Node*, std::int32_t> by_node;
 };
 
 // A text naming a tree by its structure and leaves: equal trees get equal keys. Operands are
-// named by storage address and layout, scalars by their exact bits.
+// named by storage address and layout, scalars by their exact bits. Only reductions are named
+// (a reduction read twice in one assignment is computed once, into one temporary).
 class TreeKeys {
  public:
   const std::string& key(const NodePtr& node) {
@@ -123,9 +127,27 @@ class Planner {
     return s;
   }
 
+  // The value of `instr`: an equal instruction already in the program, or this one appended.
+  // Programs are a few dozen instructions, so a scan costs less than any map.
   std::int32_t emit(Program& p, Instr instr) {
+    for (std::size_t i = 0; i < p.code.size(); ++i) {
+      const Instr& e = p.code[i];
+      if (e.op == instr.op && e.a == instr.a && e.b == instr.b && e.c == instr.c &&
+          e.slot == instr.slot && e.constant == instr.constant && e.surrogate == instr.surrogate &&
+          e.alpha == instr.alpha)
+        return static_cast<std::int32_t>(i);
+    }
     p.code.push_back(instr);
     return static_cast<std::int32_t>(p.code.size() - 1);
+  }
+
+  // A scalar's slot: one per distinct value (by its bits).
+  static std::int32_t scalar_slot(Program& p, double value) {
+    for (std::size_t i = 0; i < p.scalars.size(); ++i)
+      if (std::memcmp(&p.scalars[i], &value, sizeof value) == 0)
+        return static_cast<std::int32_t>(i);
+    p.scalars.push_back(value);
+    return static_cast<std::int32_t>(p.scalars.size() - 1);
   }
 
   std::int32_t operand_slot(Program& p, const Array& array) {
@@ -138,17 +160,16 @@ class Planner {
 
   std::int32_t lower(const NodePtr& node, ProgramBuilder& builder) {
     Program& p = builder.program;
-    const std::string& key = keys_.key(node);
-    if (auto it = builder.values.find(key); it != builder.values.end()) return it->second;
+    if (auto it = builder.by_node.find(node.get()); it != builder.by_node.end()) return it->second;
     std::int32_t v = -1;
     const OpInfo& info = op_info(node->op);
     if (node->op == Op::operand) {
       v = emit(p, {Op::operand, -1, -1, -1, operand_slot(p, node->array)});
     } else if (node->op == Op::scalar) {
-      p.scalars.push_back(node->value);
-      v = emit(p, {Op::scalar, -1, -1, -1, static_cast<std::int32_t>(p.scalars.size() - 1)});
+      v = emit(p, {Op::scalar, -1, -1, -1, scalar_slot(p, node->value)});
     } else if (info.kind == OpKind::reduction) {
       // Computed once per assignment into a temporary, then read like any operand.
+      const std::string& key = keys_.key(node);
       auto found = reductions_.find(key);
       if (found == reductions_.end()) {
         bool index = node->op == Op::argmax || node->op == Op::argmin;
@@ -162,7 +183,7 @@ class Planner {
       for (std::size_t i = 0; i < node->args.size(); ++i) args[i] = lower(node->args[i], builder);
       v = emit(p, {node->op, args[0], args[1], args[2], -1});
     }
-    builder.values[key] = v;
+    builder.by_node.emplace(node.get(), v);
     return v;
   }
 

@@ -24,42 +24,79 @@ double scalar(const Expr& e) {
 }
 }  // namespace
 
-LossResult rate_loss(const Array& output, const Array& labels, LossKind kind) {
+namespace {
+
+void check_loss_operands(const Array& output, const Array& labels) {
   if (!output.defined() || output.rank() != 3)
     throw ShapeError(cat("loss: the network output must be (classes, T, N), got ",
                          output.defined() ? output.describe() : std::string("an empty handle")));
-  const std::int64_t classes = output.dim(0), steps = output.dim(1), n = output.dim(2);
+  const std::int64_t n = output.dim(2);
   if (!labels.defined() || labels.rank() != 1 || labels.dim(0) != n)
     throw ShapeError(cat("loss: labels must be [", n, "], got ",
                          labels.defined() ? labels.describe() : std::string("an empty handle")));
   if (labels.device() != output.device())
     throw DeviceError(
         cat("loss: labels on ", labels.device().str(), ", the output on ", output.device().str()));
+}
+
+// A one-element f32 slot on `device`: the given one, checked, or a fresh one.
+Array scalar_slot(const Array& given, Device device, const char* what) {
+  if (!given.defined()) return Array::empty({1}, DType::f32, device);
+  if (given.dtype() != DType::f32 || given.size() != 1 || given.device() != device)
+    throw ShapeError(cat("loss: ", what, " must be one f32 element on ", device.str(), ", got ",
+                         given.describe()));
+  return given.reshape({1});
+}
+
+Expr one_hot_of(const Array& labels, std::int64_t classes, Device device) {
+  const std::int64_t n = labels.dim(0);
+  const Array class_index = Array::arange(classes, DType::f32, device).reshape({classes, 1, 1});
+  return eq(class_index, labels.reshape({1, 1, n}));
+}
+
+}  // namespace
+
+DeviceLossResult rate_loss_on_device(const Array& output, const Array& labels, LossKind kind,
+                                     const Array& loss, const Array& correct) {
+  check_loss_operands(output, labels);
+  const std::int64_t classes = output.dim(0), steps = output.dim(1), n = output.dim(2);
   const Device device = output.device();
-  LossResult r;
+  DeviceLossResult r;
+  r.loss = scalar_slot(loss, device, "the loss slot");
+  r.correct = scalar_slot(correct, device, "the correct-count slot");
   // (classes, 1, N): broadcasts over T for the gradient.
   const Array rate = evaluate(mean(Expr(output), 1));
-  const Array class_index = Array::arange(classes, DType::f32, device).reshape({classes, 1, 1});
-  const Expr one_hot = eq(class_index, labels.reshape({1, 1, n}));
-  // A label outside [0, classes) would match no class and give a silently wrong loss.
-  if (scalar(sum(one_hot)) != static_cast<double>(n))
-    throw ValueError(cat("loss: every label must be a class in [0, ", classes, ")"));
+  const Expr one_hot = one_hot_of(labels, classes, device);
   r.grad_output = Array::empty(output.shape(), DType::f32, device);
   const double nd = static_cast<double>(n);
   if (kind == LossKind::cross_entropy) {
     const Array top = evaluate(max(Expr(rate), 0));
     const Array log_sum = evaluate(log(sum(exp(Expr(rate) - top), 0)) + top);
-    // −log softmax(rate)[label], summed over the batch.
-    r.loss = scalar(sum(one_hot * (Expr(log_sum) - rate))) / nd;
+    // −log softmax(rate)[label], averaged over the batch.
+    assign(r.loss, sum(one_hot * (Expr(log_sum) - rate)) * (1.0 / nd));
     assign(r.grad_output, (exp(Expr(rate) - log_sum) - one_hot) * (1.0 / (nd * steps)));
   } else {
     const double count = nd * static_cast<double>(classes);
-    r.loss = scalar(sum(sqr(Expr(rate) - one_hot))) / count;
+    assign(r.loss, sum(sqr(Expr(rate) - one_hot)) * (1.0 / count));
     assign(r.grad_output, (Expr(rate) - one_hot) * (2.0 / (count * steps)));
   }
-  r.correct = static_cast<std::int64_t>(
-      std::llround(scalar(sum(eq(argmax(Expr(rate), 0), labels.reshape({1, 1, n}))))));
+  assign(r.correct, sum(eq(argmax(Expr(rate), 0), labels.reshape({1, 1, n}))));
   r.rate = rate.reshape({classes, n});
+  return r;
+}
+
+LossResult rate_loss(const Array& output, const Array& labels, LossKind kind) {
+  check_loss_operands(output, labels);
+  const std::int64_t classes = output.dim(0), n = output.dim(2);
+  // A label outside [0, classes) would match no class and give a silently wrong loss.
+  if (scalar(sum(one_hot_of(labels, classes, output.device()))) != static_cast<double>(n))
+    throw ValueError(cat("loss: every label must be a class in [0, ", classes, ")"));
+  const DeviceLossResult d = rate_loss_on_device(output, labels, kind);
+  LossResult r;
+  r.loss = static_cast<double>(d.loss.to_floats().at(0));
+  r.correct = std::llround(d.correct.to_floats().at(0));
+  r.grad_output = d.grad_output;
+  r.rate = d.rate;
   return r;
 }
 

@@ -34,6 +34,15 @@ void Progress::start_epoch(std::int64_t epoch, std::int64_t epochs, std::int64_t
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
+bool Progress::due(std::int64_t done) const {
+  if (!enabled_) return false;
+  if (tty_)
+    return done >= steps_ ||
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - last_draw_).count() >=
+               0.1;
+  return done >= next_report_ && done < steps_;
+}
+
 void Progress::step(std::int64_t done, double loss, double accuracy, std::int64_t samples) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();

@@ -13,7 +13,10 @@ class Progress {
   Progress(std::FILE* out, bool enabled);
   void start_epoch(std::int64_t epoch, std::int64_t epochs, std::int64_t steps,
                    std::int64_t first_step = 0);
-  // After each step: running means over the epoch so far.
+  // Whether step(done, ...) would draw or print now: the caller reads its running means (a
+  // wait for the device) only then.
+  bool due(std::int64_t done) const;
+  // After a step: running means over the epoch so far; drawn when due.
   void step(std::int64_t done, double loss, double accuracy, std::int64_t samples);
   void line(const std::string& text);  // a whole line (clears the bar first)
   void finish_bar();

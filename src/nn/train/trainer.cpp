@@ -4,11 +4,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "core/text.hpp"
@@ -20,6 +23,7 @@
 #include "nn/train/checkpoint.hpp"
 #include "nn/train/model_export.hpp"
 #include "nn/train/progress.hpp"
+#include "nn/train/step_log.hpp"
 
 namespace flexkit::nn {
 
@@ -63,11 +67,6 @@ Device resolve_device(const std::string& name) {
           cat("--device ", name, ": ", cuda::device_count(), " CUDA device(s) found"));
   }
   return d;
-}
-
-// NaN and infinities survive a multiplication by zero; finite values become 0.
-bool all_finite(const Array& a) {
-  return std::isfinite(evaluate(sum(Expr(a) * 0.0)).to_floats().at(0));
 }
 
 std::size_t peak_host_bytes() {
@@ -275,19 +274,38 @@ struct Totals {
   std::int64_t correct = 0, samples = 0;
 };
 
-Totals run_test(Sequential& net, BatchLoader& loader, LossKind loss) {
+// A label the network has no class for would match none and give a silently wrong loss.
+void check_labels(const Batch& b, std::int64_t classes) {
+  for (std::int32_t label : b.host_labels)
+    if (label < 0 || label >= classes)
+      throw ValueError(cat("the data has label ", label, ", but the network's output has ", classes,
+                           " classes"));
+}
+
+// The test pass: the losses and counts stay on the device until the end.
+// The classes of a network's output for Fashion-MNIST's images.
+std::int64_t output_classes(const Sequential& net) {
+  return net.check_shapes({1, 28, 28}).at(0);
+}
+
+Totals run_test(Sequential& net, BatchLoader& loader, LossKind loss, Device device) {
+  const std::int64_t classes = output_classes(net);
   net.set_training(false);
-  Totals t;
   loader.start_epoch(0);
+  StepLog log(device, loader.batches_per_epoch(), {});
+  std::int64_t step = 0;
   while (std::optional<Batch> b = loader.next()) {
+    check_labels(*b, classes);
     const Array out = net.forward(b->images);
-    const LossResult r = rate_loss(out, b->labels, loss);
-    const std::int64_t n = b->labels.dim(0);
-    t.loss += r.loss * static_cast<double>(n);
-    t.correct += r.correct;
-    t.samples += n;
+    rate_loss_on_device(out, b->labels, loss, log.loss_slot(step), log.correct_slot(step));
+    log.finish_step(step++, b->labels.dim(0), {});
   }
+  const StepLog::Reading& reading = log.read();
   net.set_training(true);
+  Totals t;
+  t.loss = reading.loss_sum;
+  t.correct = std::llround(reading.correct);
+  t.samples = reading.samples;
   return t;
 }
 
@@ -370,19 +388,6 @@ std::vector<PrecisionRecord> exponent_report(Sequential& net, const Optimizer& o
     out.push_back(rec);
   }
   return out;
-}
-
-// A NaN reaching a flex16 write is stored as 0 and counted by the tensor's manager: the first
-// one stops the run, naming the tensor and the step (it would only spread).
-void check_flex16_writes(Sequential& net, std::int64_t epoch, std::int64_t step,
-                         Progress& progress) {
-  for (const ManagedTensor& m : net.managed_tensors())
-    if (m.manager.report().nan_count != 0) {
-      progress.finish_bar();
-      throw TrainingDiverged(cat("a NaN reached the flex16 tensor ", m.name, " (",
-                                 tensor_class_name(m.tensor_class), ") at epoch ", epoch, ", step ",
-                                 step, "; stopped. Try a lower learning rate (--lr)"));
-    }
 }
 
 std::size_t device_peak(Device device) {
@@ -479,8 +484,12 @@ TrainResult train(const TrainConfig& config) {
   double train_seconds = 0;
   std::int64_t trained_samples = 0;
   std::string last_checkpoint = resumed ? config.resume : "";
-  auto params = net.parameters();
-  auto named = net.named_parameters();
+  const auto params = net.parameters();
+  std::vector<std::string> trainable_names;
+  for (const auto& [name, p] : net.named_parameters())
+    if (p->trainable) trainable_names.push_back(name);
+  StepLog step_log(device, train_loader.batches_per_epoch(), trainable_names);
+  const std::int64_t classes = output_classes(net);
   for (std::int64_t epoch = first_epoch; epoch < r.epochs; ++epoch) {
     if (g_stop) {
       result.interrupted = true;
@@ -495,47 +504,87 @@ TrainResult train(const TrainConfig& config) {
     net.set_training(true);
     train_loader.start_epoch(epoch);
     progress.start_epoch(epoch + 1, r.epochs, train_loader.batches_per_epoch());
-    Totals t;
     std::int64_t step_in_epoch = 0;
-    while (std::optional<Batch> b = train_loader.next()) {
-      const Array out = net.forward(b->images);
-      const LossResult lr_result = rate_loss(out, b->labels, loss_kind);
-      if (!std::isfinite(lr_result.loss)) {
-        progress.finish_bar();
-        throw TrainingDiverged(
-            cat("the loss is ", lr_result.loss, " at epoch ", epoch + 1, ", step ",
-                step_in_epoch + 1, " (global step ", global_step + 1, "); stopped",
-                last_checkpoint.empty() ? std::string(", no checkpoint was written")
-                                        : cat("; the last good checkpoint is ", last_checkpoint),
-                ". Try a lower learning rate (--lr)"));
-      }
-      net.zero_grad();
-      net.backward(lr_result.grad_output);
-      optimizer->step(params, lr);
+    const std::int64_t epoch_first_step = global_step;  // global steps are 1-based
+    step_log.clear();
+    auto last_check = std::chrono::steady_clock::now();
+    // Reads what the device recorded so far and stops the run at the first step that went
+    // wrong (a non-finite loss or parameter, a NaN stored in a flex16 tensor).
+    auto check = [&]() -> const StepLog::Reading& {
+      last_check = std::chrono::steady_clock::now();
+      const StepLog::Reading& reading = step_log.read();
+      std::optional<std::int64_t> nan_step;  // 0-based in the epoch
+      std::string nan_tensor;
       if (precision.dtype == DType::flex16)
-        check_flex16_writes(net, epoch + 1, step_in_epoch + 1, progress);
-      // Spikes hide a NaN (a NaN potential never fires), so the parameters are checked too.
-      for (const auto& [name, p] : named)
-        if (p->trainable && !all_finite(p->value)) {
-          progress.finish_bar();
-          throw TrainingDiverged(
-              cat("parameter ", name, " is no longer finite after epoch ", epoch + 1, ", step ",
-                  step_in_epoch + 1, " (global step ", global_step + 1, "); stopped",
-                  last_checkpoint.empty() ? std::string(", no checkpoint was written")
-                                          : cat("; the last good checkpoint is ", last_checkpoint),
-                  ". Try a lower learning rate (--lr)"));
+        for (const ManagedTensor& m : all_managed(net, *optimizer)) {
+          const AutoflexReport report = m.manager.report();
+          if (report.nan_count == 0) continue;
+          // Before this epoch's first step (or unlabelled): the last epoch's test pass.
+          const std::int64_t s =
+              std::max<std::int64_t>(-1, report.first_nan_label - epoch_first_step - 1);
+          if (!nan_step || s < *nan_step) {
+            nan_step = s;
+            nan_tensor = cat(m.name, " (", tensor_class_name(m.tensor_class), ")");
+          }
         }
-      const std::int64_t n = b->labels.dim(0);
-      t.loss += lr_result.loss * static_cast<double>(n);
-      t.correct += lr_result.correct;
-      t.samples += n;
+      const auto when = [&](std::int64_t s) {
+        if (s < 0) return cat("the test pass after epoch ", epoch);
+        return cat("epoch ", epoch + 1, ", step ", s + 1, " (global step ",
+                   epoch_first_step + s + 1, ")");
+      };
+      const std::string last_good = last_checkpoint.empty()
+                                        ? std::string(", no checkpoint was written")
+                                        : cat("; the last good checkpoint is ", last_checkpoint);
+      const std::int64_t never = std::numeric_limits<std::int64_t>::max();
+      const std::int64_t loss_at = reading.bad_loss_step.value_or(never);
+      const std::int64_t parameter_at = reading.bad_parameter_step.value_or(never);
+      const std::int64_t nan_at = nan_step.value_or(never);
+      const std::int64_t first = std::min({loss_at, parameter_at, nan_at});
+      if (first == never) return reading;
+      progress.finish_bar();
+      if (first == loss_at)
+        throw TrainingDiverged(cat("the loss is not finite at ", when(first), "; stopped",
+                                   last_good, ". Try a lower learning rate (--lr)"));
+      // Spikes hide a NaN (a NaN potential never fires), so the parameters are checked too.
+      if (first == parameter_at)
+        throw TrainingDiverged(cat("parameter ", reading.bad_parameter,
+                                   " is no longer finite after ", when(first), "; stopped",
+                                   last_good, ". Try a lower learning rate (--lr)"));
+      // A NaN reaching a flex16 write is stored as 0 and counted; it would only spread.
+      throw TrainingDiverged(cat("a NaN reached the flex16 tensor ", nan_tensor, " at ",
+                                 when(first), "; stopped", last_good,
+                                 ". Try a lower learning rate (--lr)"));
+    };
+    while (std::optional<Batch> b = train_loader.next()) {
+      check_labels(*b, classes);
+      const AutoflexWriteLabel label(global_step + 1);
+      const Array out = net.forward(b->images);
+      const DeviceLossResult loss =
+          rate_loss_on_device(out, b->labels, loss_kind, step_log.loss_slot(step_in_epoch),
+                              step_log.correct_slot(step_in_epoch));
+      net.zero_grad();
+      net.backward(loss.grad_output);
+      optimizer->step(params, lr);
+      step_log.finish_step(step_in_epoch, b->labels.dim(0), params);
       ++step_in_epoch;
       ++global_step;
       if (config.on_step) config.on_step(global_step);
-      progress.step(step_in_epoch, t.loss / static_cast<double>(t.samples),
-                    static_cast<double>(t.correct) / static_cast<double>(t.samples), t.samples);
+      // The host reads the device's record only to report, and at least every second so that a
+      // diverging run stops soon.
+      if (progress.due(step_in_epoch) ||
+          std::chrono::steady_clock::now() - last_check > std::chrono::seconds(1)) {
+        const StepLog::Reading& t = check();
+        progress.step(
+            step_in_epoch, t.loss_sum / static_cast<double>(std::max<std::int64_t>(1, t.samples)),
+            t.correct / static_cast<double>(std::max<std::int64_t>(1, t.samples)), t.samples);
+      }
       if (g_stop) break;
     }
+    const StepLog::Reading& reading = check();
+    Totals t;
+    t.loss = reading.loss_sum;
+    t.correct = std::llround(reading.correct);
+    t.samples = reading.samples;
     const double epoch_train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     if (g_stop) {
@@ -549,7 +598,7 @@ TrainResult train(const TrainConfig& config) {
     }
     train_seconds += epoch_train_seconds;
     trained_samples += t.samples;
-    const Totals test = run_test(net, test_loader, loss_kind);
+    const Totals test = run_test(net, test_loader, loss_kind, device);
     EpochRecord record;
     record.epoch = epoch + 1;
     record.train_loss = t.loss / static_cast<double>(std::max<std::int64_t>(1, t.samples));
@@ -629,7 +678,7 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   options.limit = limit;
   options.device = device;
   BatchLoader loader(test_set, options);
-  const Totals t = run_test(net, loader, parse_loss(r.loss));
+  const Totals t = run_test(net, loader, parse_loss(r.loss), device);
   EvalResult e;
   e.samples = t.samples;
   e.test_loss = t.loss / static_cast<double>(std::max<std::int64_t>(1, t.samples));
