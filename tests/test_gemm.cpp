@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -562,6 +563,72 @@ TEST(Dot, Float32StridedViewsAndBatches) {
     dot(a3(e), b, alone);
     std::vector<float> x = alone.to_floats(), y = out3(e).to_floats();
     for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5);
+  }
+}
+
+// A weight gradient's shape: a few hundred outputs, a hundred thousand products deep. On CUDA
+// it is split along k (one chunk shorter when k does not divide), and the chunks' partial
+// products are summed in order: against float64, alpha and beta applied once, into a strided
+// output, and the same bits on a second run.
+TEST(Dot, Float32DeepThinProductsAgainstFloat64) {
+  Device d = test::device();
+  std::mt19937 rng(67);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  struct Case {
+    std::int64_t m, n, k;
+  };
+  for (const Case c : {Case{9, 128, 100352}, Case{40, 33, 20007}}) {
+    std::vector<float> av(static_cast<std::size_t>(c.m * c.k)),
+        bv(static_cast<std::size_t>(c.n * c.k));
+    for (float& x : av) x = u(rng);
+    for (float& x : bv) x = u(rng);
+    // As the lowered convolution's update: columns (m, k) · grad_outᵀ, grad_out (n, k).
+    const Array a = Array::from_vector(av, {c.m, c.k}, d);
+    const Array b = Array::from_vector(bv, {c.n, c.k}, d).T();
+    std::vector<float> oldv(static_cast<std::size_t>(c.m * c.n));
+    for (float& x : oldv) x = u(rng);
+    Array holder = Array::zeros({c.m, 2 * c.n}, DType::f32, d);
+    Array out = holder(slice(), slice(0, 2 * c.n, 2));  // every other column
+    out.assign(Array::from_vector(oldv, {c.m, c.n}, d));
+    if (d.is_cuda()) {
+      EXPECT_EQ(dot_kernel_name(a, b, out, {.alpha = 2.0, .beta = 0.5}), "cuda.cublas_f32_split_k");
+    }
+    dot(a, b, out, 2.0, 0.5);
+    const std::vector<float> got = out.to_floats();
+    double err = 0, norm = 0;
+    for (std::int64_t i = 0; i < c.m; ++i)
+      for (std::int64_t j = 0; j < c.n; ++j) {
+        double acc = 0;
+        for (std::int64_t p = 0; p < c.k; ++p)
+          acc += static_cast<double>(av[i * c.k + p]) * bv[j * c.k + p];
+        const double want = 2.0 * acc + 0.5 * oldv[i * c.n + j];
+        err += (got[i * c.n + j] - want) * (got[i * c.n + j] - want);
+        norm += want * want;
+      }
+    EXPECT_LT(std::sqrt(err / norm), 1e-6 * std::sqrt(static_cast<double>(c.k)))
+        << c.m << "×" << c.n << "×" << c.k;
+    // The columns between the output's are untouched.
+    for (float x : holder(slice(), slice(1, 2 * c.n, 2)).to_floats()) ASSERT_EQ(x, 0.0f);
+    // beta = 0: the output's old values are not read (NaN stays out).
+    Array fresh = Array::full({c.m, c.n}, std::nan(""), DType::f32, d);
+    dot(a, b, fresh);
+    Array again = Array::full({c.m, c.n}, std::nan(""), DType::f32, d);
+    dot(a, b, again);
+    const std::vector<float> f = fresh.to_floats(), g = again.to_floats();
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(f[i])) << i;
+      ASSERT_EQ(std::memcmp(&f[i], &g[i], sizeof(float)), 0) << "run to run, element " << i;
+    }
+  }
+  // Batched or shallow products keep the plain call.
+  if (d.is_cuda()) {
+    const Array a = Array::zeros({2, 9, 100352}, DType::f32, d);
+    const Array b = Array::zeros({100352, 128}, DType::f32, d);
+    EXPECT_EQ(dot_kernel_name(a, b, Array::zeros({2, 9, 128}, DType::f32, d)), "cuda.cublas_f32");
+    EXPECT_EQ(dot_kernel_name(Array::zeros({9, 512}, DType::f32, d),
+                              Array::zeros({512, 128}, DType::f32, d),
+                              Array::zeros({9, 128}, DType::f32, d)),
+              "cuda.cublas_f32");
   }
 }
 
