@@ -21,17 +21,17 @@ rounded to f16, and so is SGD's momentum after each step. Spikes are 0/1, exact 
     python3 bench/torch_csnn.py --train 64 [--storage f32|f16] [--seed 0] [--json out.json]
 """
 import argparse
-import gzip
 import json
 import math
 import os
 import time
 
-import numpy as np
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# The float16 rounding and the IDX reader are the MLP peer's (same folder).
+from torch_train_mlp import RoundF16, read_idx
 
 
 class ATanSpike(torch.autograd.Function):
@@ -45,19 +45,6 @@ class ATanSpike(torch.autograd.Function):
         (z,) = ctx.saved_tensors
         alpha = 2.0
         return grad * (alpha / 2) / (1 + (math.pi / 2 * alpha * z) ** 2)
-
-
-class RoundF16(torch.autograd.Function):
-    """The value and its gradient as IEEE float16 would store them (overflow to inf, underflow
-    to subnormals and zero), computed on in f32."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.half().float()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.half().float()
 
 
 def keep(x):
@@ -132,13 +119,6 @@ def run(form, steps, batch=128, T=4):
     torch.cuda.synchronize()
     per_step = (time.perf_counter() - start) / steps
     return per_step * math.ceil(60000 / batch), torch.cuda.max_memory_allocated()
-
-
-def read_idx(path):
-    with gzip.open(path) as f:
-        data = f.read()
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(data[3])]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
 
 
 def train(args, batch=128, T=4):
