@@ -82,9 +82,40 @@ void chunk_offsets(const StridedLayout& l, std::int64_t begin, int count, std::i
   }
 }
 
+// Calls run(first, offset, length, stride) for the pieces of `count` consecutive iteration
+// positions from `begin` that lie in one row of the innermost axis: chunk element `first` is at
+// `offset`, and the next `length − 1` follow at `stride`. One coordinate update a row instead
+// of one an element.
+template <class Run>
+void for_each_row(const StridedLayout& l, std::int64_t begin, int count, Run&& run) {
+  const int last = l.rank - 1;
+  std::int64_t coord[portable::kLayoutMaxRank];
+  std::int64_t rem = begin, off = 0;
+  for (int d = last; d >= 0; --d) {
+    coord[d] = rem % l.shape[d];
+    rem /= l.shape[d];
+    off += coord[d] * l.strides[d];
+  }
+  for (int done = 0; done < count;) {
+    const int length =
+        static_cast<int>(std::min<std::int64_t>(count - done, l.shape[last] - coord[last]));
+    run(done, off, length, l.strides[last]);
+    done += length;
+    if (done == count) break;
+    // To the start of the next row.
+    off -= coord[last] * l.strides[last];
+    coord[last] = 0;
+    for (int d = last - 1; d >= 0; --d) {
+      off += l.strides[d];
+      if (++coord[d] < l.shape[d]) break;
+      off -= coord[d] * l.strides[d];
+      coord[d] = 0;
+    }
+  }
+}
+
 template <class T, class Convert>
-void load_typed(const Access& a, std::int64_t begin, int count, float* dst, Convert convert,
-                std::int64_t* scratch) {
+void load_typed(const Access& a, std::int64_t begin, int count, float* dst, Convert convert) {
   const T* p = reinterpret_cast<const T*>(a.base);
   if (a.layout.rank <= 1) {
     std::int64_t s = a.layout.rank == 0 ? 0 : a.layout.strides[0];
@@ -96,42 +127,49 @@ void load_typed(const Access& a, std::int64_t begin, int count, float* dst, Conv
     }
     return;
   }
-  chunk_offsets(a.layout, begin, count, scratch);
-  for (int i = 0; i < count; ++i) dst[i] = convert(p[scratch[i]]);
+  for_each_row(a.layout, begin, count,
+               [&](int first, std::int64_t off, int length, std::int64_t stride) {
+                 float* d = dst + first;
+                 const T* q = p + off;
+                 if (stride == 1) {
+                   for (int i = 0; i < length; ++i) d[i] = convert(q[i]);
+                 } else if (stride == 0) {
+                   std::fill(d, d + length, convert(q[0]));
+                 } else {
+                   for (int i = 0; i < length; ++i) d[i] = convert(q[i * stride]);
+                 }
+               });
 }
 
-void load(const Access& a, std::int64_t begin, int count, float* dst, std::int64_t* scratch) {
+void load(const Access& a, std::int64_t begin, int count, float* dst) {
   using namespace portable;
   switch (a.dtype) {
     case DType::f32:
-      return load_typed<float>(
-          a, begin, count, dst, [](float v) { return v; }, scratch);
+      return load_typed<float>(a, begin, count, dst, [](float v) { return v; });
     case DType::f64:
-      return load_typed<double>(
-          a, begin, count, dst, [](double v) { return load_f64(v); }, scratch);
+      return load_typed<double>(a, begin, count, dst, [](double v) { return load_f64(v); });
     case DType::bf16:
-      return load_typed<std::uint16_t>(
-          a, begin, count, dst, [](std::uint16_t v) { return load_bf16(v); }, scratch);
+      return load_typed<std::uint16_t>(a, begin, count, dst,
+                                       [](std::uint16_t v) { return load_bf16(v); });
     case DType::flex16: {
       const float scale = pow2f(a.iwl - 15);
       return load_typed<std::int16_t>(
-          a, begin, count, dst, [scale](std::int16_t m) { return static_cast<float>(m) * scale; },
-          scratch);
+          a, begin, count, dst, [scale](std::int16_t m) { return static_cast<float>(m) * scale; });
     }
     case DType::u8:
-      return load_typed<std::uint8_t>(
-          a, begin, count, dst, [](std::uint8_t v) { return load_u8(v); }, scratch);
+      return load_typed<std::uint8_t>(a, begin, count, dst,
+                                      [](std::uint8_t v) { return load_u8(v); });
     case DType::i32:
-      return load_typed<std::int32_t>(
-          a, begin, count, dst, [](std::int32_t v) { return load_i32(v); }, scratch);
+      return load_typed<std::int32_t>(a, begin, count, dst,
+                                      [](std::int32_t v) { return load_i32(v); });
   }
 }
 
 // convert(value, offset): offset is the element's position from the view's first element,
 // which a stochastic rounding draws its random number from.
 template <class T, class Convert>
-void store_typed(const Access& a, std::int64_t begin, int count, const float* src, Convert convert,
-                 std::int64_t* scratch) {
+void store_typed(const Access& a, std::int64_t begin, int count, const float* src,
+                 Convert convert) {
   T* p = reinterpret_cast<T*>(a.base);
   if (a.layout.rank <= 1) {
     std::int64_t s = a.layout.rank == 0 ? 0 : a.layout.strides[0];
@@ -143,29 +181,31 @@ void store_typed(const Access& a, std::int64_t begin, int count, const float* sr
     }
     return;
   }
-  chunk_offsets(a.layout, begin, count, scratch);
-  for (int i = 0; i < count; ++i) p[scratch[i]] = convert(src[i], scratch[i]);
+  for_each_row(a.layout, begin, count,
+               [&](int first, std::int64_t off, int length, std::int64_t stride) {
+                 const float* v = src + first;
+                 for (int i = 0; i < length; ++i)
+                   p[off + i * stride] = convert(v[i], off + i * stride);
+               });
 }
 
-void store(const Access& a, std::int64_t begin, int count, const float* src, std::int64_t* scratch,
-           Flex16Stats& stats) {
+void store(const Access& a, std::int64_t begin, int count, const float* src, Flex16Stats& stats) {
   using namespace portable;
   switch (a.dtype) {
     case DType::f32:
-      return store_typed<float>(
-          a, begin, count, src, [](float v, std::int64_t) { return v; }, scratch);
+      return store_typed<float>(a, begin, count, src, [](float v, std::int64_t) { return v; });
     case DType::f64:
-      return store_typed<double>(
-          a, begin, count, src, [](float v, std::int64_t) { return store_f64(v); }, scratch);
+      return store_typed<double>(a, begin, count, src,
+                                 [](float v, std::int64_t) { return store_f64(v); });
     case DType::bf16:
-      return store_typed<std::uint16_t>(
-          a, begin, count, src, [](float v, std::int64_t) { return store_bf16(v); }, scratch);
+      return store_typed<std::uint16_t>(a, begin, count, src,
+                                        [](float v, std::int64_t) { return store_bf16(v); });
     case DType::u8:
-      return store_typed<std::uint8_t>(
-          a, begin, count, src, [](float v, std::int64_t) { return store_u8(v); }, scratch);
+      return store_typed<std::uint8_t>(a, begin, count, src,
+                                       [](float v, std::int64_t) { return store_u8(v); });
     case DType::i32:
-      return store_typed<std::int32_t>(
-          a, begin, count, src, [](float v, std::int64_t) { return store_i32(v); }, scratch);
+      return store_typed<std::int32_t>(a, begin, count, src,
+                                       [](float v, std::int64_t) { return store_i32(v); });
     case DType::flex16: {
       const int iwl = a.iwl;
       auto count_code = [&stats](float v, Flex16Code c) {
@@ -177,19 +217,15 @@ void store(const Access& a, std::int64_t begin, int count, const float* src, std
       if (a.stochastic) {
         const std::uint64_t seed = a.seed;
         return store_typed<std::int16_t>(
-            a, begin, count, src,
-            [iwl, seed, &count_code](float v, std::int64_t offset) {
+            a, begin, count, src, [iwl, seed, &count_code](float v, std::int64_t offset) {
               return count_code(v, flex16_encode_stochastic(static_cast<double>(v), iwl, seed,
                                                             static_cast<std::uint64_t>(offset)));
-            },
-            scratch);
+            });
       }
-      return store_typed<std::int16_t>(
-          a, begin, count, src,
-          [iwl, &count_code](float v, std::int64_t) {
-            return count_code(v, flex16_encode(v, iwl));
-          },
-          scratch);
+      return store_typed<std::int16_t>(a, begin, count, src,
+                                       [iwl, &count_code](float v, std::int64_t) {
+                                         return count_code(v, flex16_encode(v, iwl));
+                                       });
     }
   }
 }
@@ -201,8 +237,7 @@ class ChunkEvaluator {
       : program_(program),
         operands_(operands),
         regs_(program.code.size() * kChunk),
-        values_(program.code.size()),
-        scratch_(kChunk) {}
+        values_(program.code.size()) {}
 
   // Values of the program at iteration positions [begin, begin + count).
   const float* run(std::int64_t begin, int count) {
@@ -222,7 +257,7 @@ class ChunkEvaluator {
             values_[i] = reinterpret_cast<const float*>(acc.base) + begin;
             break;
           }
-          load(acc, begin, count, r, scratch_.data());
+          load(acc, begin, count, r);
           break;
         }
         case Op::scalar:
@@ -240,14 +275,11 @@ class ChunkEvaluator {
     return values_[size - 1];
   }
 
-  std::int64_t* scratch() { return scratch_.data(); }
-
  private:
   const ir::Program& program_;
   const std::vector<Access>& operands_;
   std::vector<float> regs_;
   std::vector<const float*> values_;  // where each instruction's chunk of values lives
-  std::vector<std::int64_t> scratch_;
 };
 
 void merge(Flex16Stats& into, const Flex16Stats& s) {
@@ -328,7 +360,7 @@ void run_elementwise(const ir::Stage& stage, const std::vector<Access>& operands
       std::int64_t begin = c * kChunk;
       int count = static_cast<int>(std::min<std::int64_t>(kChunk, n - begin));
       const float* v = eval.run(begin, count);
-      store(target, begin, count, v, eval.scratch(), local);
+      store(target, begin, count, v, local);
     }
     std::lock_guard<std::mutex> lock(m);
     partial.push_back(local);
@@ -385,8 +417,7 @@ void run_reduction(const ir::Stage& stage, const std::vector<Array>& operand_arr
       for (int j = 0; j < count; ++j) acc.add(op, v[j], p + j - base);
     }
   };
-  auto store_result = [&](std::int64_t o, const Accumulator& acc, Flex16Stats& stats,
-                          std::int64_t* scratch) {
+  auto store_result = [&](std::int64_t o, const Accumulator& acc, Flex16Stats& stats) {
     if (integer_index) {
       std::int64_t off = 0;
       chunk_offsets(target.layout, o, 1, &off);
@@ -394,7 +425,7 @@ void run_reduction(const ir::Stage& stage, const std::vector<Array>& operand_arr
       return;
     }
     float value = acc.result(op, row);
-    store(target, o, 1, &value, scratch, stats);
+    store(target, o, 1, &value, stats);
   };
 
   Flex16Stats stats{};
@@ -410,8 +441,7 @@ void run_reduction(const ir::Stage& stage, const std::vector<Array>& operand_arr
     });
     Accumulator total = partial[0];
     for (std::int64_t b = 1; b < blocks; ++b) total.merge(op, partial[b]);
-    std::int64_t scratch[1];
-    store_result(0, total, stats, scratch);
+    store_result(0, total, stats);
   } else {
     std::vector<Flex16Stats> partial_stats;
     std::mutex m;
@@ -422,7 +452,7 @@ void run_reduction(const ir::Stage& stage, const std::vector<Array>& operand_arr
                    for (std::int64_t r = r0; r < r1; ++r) {
                      Accumulator acc;
                      reduce_range(eval, r * row, (r + 1) * row, r * row, acc);
-                     store_result(r, acc, local, eval.scratch());
+                     store_result(r, acc, local);
                    }
                    std::lock_guard<std::mutex> lock(m);
                    partial_stats.push_back(local);
