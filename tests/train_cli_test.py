@@ -198,10 +198,31 @@ class TrainCli(unittest.TestCase):
         self.expect_error(t + ["--master-weights", "f32"], "--master-weights goes with --precision flex16")
         self.expect_error(t + ["--rounding", "stochastic"], "--rounding goes with --precision flex16")
         self.expect_error(t + ["--precision", "flex16", "--rounding", "up"], "--rounding")
-        self.train("--limit", "300", "--epochs", "1", "--precision", "flex16",
-                   "--checkpoint", self.path("ck16"), "--quiet")
-        self.expect_error(["train", "--device", DEVICE, "--resume", self.path("ck16", "epoch-1.ckpt")],
-                          "resuming a flex16 run is not supported yet")
+
+    def test_flex16_resume_continues_bit_for_bit(self):
+        # Every flex16 state a run carries (published values, optimizer state, each exponent
+        # manager's history, dropout's generator) is in the checkpoint: one epoch, then a resumed
+        # second and third, give the uninterrupted run's bits, with either kind of master copy.
+        model = "conv(8, 3, padding=1, bias=false) bn sn maxpool(2) flatten dropout(0.2) linear(10) sn"
+        for master in ("f32", "flex16"):
+            common = ["--model", model, "--limit", "600", "--batch", "100", "--precision", "flex16",
+                      "--master-weights", master, "--optimizer", "sgd", "--lr", "0.1", "--quiet"]
+            whole, part = self.path(f"whole-{master}.npz"), self.path(f"part-{master}.npz")
+            ck = self.path(f"ck-{master}")
+            self.train(*common, "--epochs", "3", "--save", whole)
+            self.train(*common, "--epochs", "1", "--checkpoint", ck)
+            self.train("--resume", os.path.join(ck, "epoch-1.ckpt"), "--epochs", "3",
+                       "--save", part, "--quiet")
+            a, b = np.load(whole), np.load(part)
+            for k in a.files:
+                if k != "model":
+                    np.testing.assert_array_equal(a[k], b[k], err_msg=f"{master} master: {k}")
+        # Its precision is the checkpoint's.
+        good = self.path("ck-f32", "epoch-1.ckpt")
+        self.expect_error(["train", "--device", DEVICE, "--resume", good, "--precision", "f32"],
+                          "trained with --precision flex16 --master-weights f32")
+        self.expect_error(["train", "--device", DEVICE, "--resume", good, "--master-weights",
+                           "flex16"], "resume it with the same settings")
 
     def test_flex16_stochastic_rounding_repeats_and_differs_from_nearest(self):
         common = ["--limit", "1000", "--epochs", "1", "--batch", "100", "--precision", "flex16",

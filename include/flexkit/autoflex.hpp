@@ -64,6 +64,9 @@ class Autoflex {
   AutoflexReport report() const;
   // Back to no history: the next write takes the exact iwl again.
   void reset() const;
+  // Takes over a saved history (a checkpoint's `state()`): what is pending is dropped, and the
+  // next write continues as the saved manager's would have.
+  void restore(const portable::AutoflexState& state) const;
   // Feeds one write's statistics (what every flex16 write does under IwlPolicy::autoflex).
   void record(int written_iwl, const Flex16Stats& stats) const;
   // The same for statistics a device may still be computing: they are taken (waited for) at the

@@ -118,6 +118,9 @@ class Layer {
   // The exponent managers of the flex16 tensors the layer writes (outputs, input gradients),
   // by role; parameters carry theirs on their storage.
   std::vector<ManagedTensor> managed_tensors() const;
+  // The manager of what the layer writes as `role` (a ManagedTensor name), made now if the layer
+  // has not written it yet: a resumed run restores every history before its first step.
+  Autoflex manager(const std::string& role, TensorClass tensor_class);
 
  protected:
   bool flex() const { return precision_.dtype == DType::flex16; }
@@ -314,6 +317,10 @@ class Sequential {
   const Precision& precision() const { return precision_; }
   // The exponent managers of every flex16 tensor the network keeps or writes, with names.
   std::vector<ManagedTensor> managed_tensors();
+  // The manager a name of managed_tensors() refers to, made (with the gradient it serves, for
+  // "<layer>.<kind>.<parameter>.grad") if nothing has been written under it yet. ValueError for a
+  // name the network has no tensor for.
+  Autoflex manager(const std::string& name, TensorClass tensor_class);
   void zero_grad();
   void reset_parameters(Rng& rng);
   // Every parameter and buffer with its name, in layer order.

@@ -51,6 +51,12 @@ void Autoflex::reset() const {
   shared_->first_nan_label = -1;
 }
 
+void Autoflex::restore(const portable::AutoflexState& state) const {
+  shared_->pending.reset();
+  shared_->state = state;
+  shared_->first_nan_label = -1;
+}
+
 void Autoflex::record(int written_iwl, const Flex16Stats& stats) const {
   settle();
   shared_->take(written_iwl, stats, t_write_label);

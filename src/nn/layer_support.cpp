@@ -27,14 +27,18 @@ std::vector<ManagedTensor> Layer::managed_tensors() const {
   return out;
 }
 
-Array Layer::new_tensor(const std::string& role, const Shape& shape, Device device,
-                        TensorClass tensor_class) {
-  if (!flex()) return Array::empty(shape, DType::f32, device);
+Autoflex Layer::manager(const std::string& role, TensorClass tensor_class) {
   auto it = managers_.find(role);
   if (it == managers_.end())
     it = managers_.emplace(role, ManagedTensor{role, tensor_class, {}}).first;
+  return it->second.manager;
+}
+
+Array Layer::new_tensor(const std::string& role, const Shape& shape, Device device,
+                        TensorClass tensor_class) {
+  if (!flex()) return Array::empty(shape, DType::f32, device);
   Array a = Array::empty(shape, DType::flex16, device);
-  a.set_autoflex(it->second.manager);
+  a.set_autoflex(manager(role, tensor_class));
   return a;
 }
 

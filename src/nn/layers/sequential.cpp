@@ -65,6 +65,35 @@ std::vector<ManagedTensor> Sequential::managed_tensors() {
   return out;
 }
 
+Autoflex Sequential::manager(const std::string& name, TensorClass tensor_class) {
+  if (name == "input") return input_manager_;
+  if (name == "loss gradient") return loss_gradient_manager_;
+  // "<index>.<kind>.<role or parameter>[.grad]", as managed_tensors() names them.
+  const std::size_t dot = name.find('.');
+  std::size_t index = layers_.size();
+  try {
+    index = std::stoul(name.substr(0, dot));
+  } catch (const std::exception&) {
+  }
+  if (dot == std::string::npos || index >= layers_.size())
+    throw ValueError(cat("no flex16 tensor named '", name, "' in this network"));
+  Layer& layer = *layers_[index];
+  const std::string prefix = cat(index, ".", layer.kind(), ".");
+  if (name.compare(0, prefix.size(), prefix) != 0)
+    throw ValueError(cat("no flex16 tensor named '", name, "' in this network (layer ", index,
+                         " is ", layer.kind(), ")"));
+  const std::string role = name.substr(prefix.size());
+  for (Parameter* p : layer.parameters()) {
+    if (!p->trainable || p->value.dtype() != DType::flex16) continue;
+    if (role == p->name) return p->value.autoflex();
+    if (role == p->name + ".grad") {
+      ensure_grad(*p);
+      return p->grad.autoflex();
+    }
+  }
+  return layer.manager(role, tensor_class);
+}
+
 void Sequential::set_training(bool training) {
   for (auto& layer : layers_) layer->set_training(training);
 }

@@ -20,8 +20,7 @@ constexpr char kMagic[12] = {'F', 'L', 'E', 'X', 'K', 'I', 'T', 'C', 'K', 'P', '
 class Writer {
  public:
   void bytes(const void* p, std::size_t n) {
-    const auto* c = static_cast<const char*>(p);
-    out_.insert(out_.end(), c, c + n);
+    out_.append(static_cast<const char*>(p), n);
   }
   template <class T>
   void pod(T v) {
@@ -34,6 +33,10 @@ class Writer {
   void array(const Array& a) {
     pod<std::uint32_t>(static_cast<std::uint32_t>(a.rank()));
     for (std::int64_t d : a.shape()) pod<std::int64_t>(d);
+    // flex16 values are exact in f32; with their iwl they encode back to the same mantissas.
+    const bool flex = a.dtype() == DType::flex16;
+    pod<std::uint8_t>(flex ? 1 : 0);
+    pod<std::int32_t>(flex ? a.iwl() : 0);
     const std::vector<float> v = a.to_floats();
     bytes(v.data(), v.size() * sizeof(float));
   }
@@ -45,7 +48,8 @@ class Writer {
 
 class Reader {
  public:
-  Reader(const std::string& data, std::string path) : data_(data), path_(std::move(path)) {}
+  Reader(const std::string& data, std::string path, std::uint32_t version)
+      : data_(data), path_(std::move(path)), version_(version) {}
   void bytes(void* p, std::size_t n) {
     if (n > data_.size() - at_) truncated();
     std::memcpy(p, data_.data() + at_, n);
@@ -76,9 +80,18 @@ class Reader {
         throw FormatError(cat(path_, ": corrupt checkpoint (a bad array dimension)"));
       count *= d;
     }
+    bool flex = false;
+    int iwl = 0;
+    if (version_ >= 2) {
+      flex = pod<std::uint8_t>() != 0;
+      iwl = pod<std::int32_t>();
+      if (flex && (iwl < kFlex16MinIwl || iwl > kFlex16MaxIwl))
+        throw FormatError(cat(path_, ": corrupt checkpoint (a flex16 array at iwl ", iwl, ")"));
+    }
     std::vector<float> v(static_cast<std::size_t>(count));
     bytes(v.data(), v.size() * sizeof(float));
-    return Array::from_vector(v, shape);
+    if (!flex) return Array::from_vector(v, shape);
+    return Array::from_floats(v, shape, DType::flex16, Device::cpu(), {.iwl = iwl});
   }
   [[noreturn]] void truncated() const {
     throw FormatError(cat(path_, ": truncated checkpoint (", data_.size(), " bytes)"));
@@ -87,6 +100,7 @@ class Reader {
  private:
   const std::string& data_;
   std::string path_;
+  std::uint32_t version_;
   std::size_t at_ = 0;
 };
 
@@ -127,6 +141,17 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
       w.pod(v);
   }
   w.pod(c.best_test_accuracy);
+  w.pod<std::uint64_t>(c.published.size());
+  for (const auto& [name, a] : c.published) {
+    w.text(name);
+    w.array(a);
+  }
+  w.pod<std::uint64_t>(c.managers.size());
+  for (const Checkpoint::Manager& m : c.managers) {
+    w.text(m.name);
+    w.pod<std::uint8_t>(static_cast<std::uint8_t>(m.tensor_class));
+    w.pod(m.state);
+  }
   w.pod<std::uint64_t>(fnv1a(w.data().data(), w.data().size()));
 
   detail::AtomicFile file(path, "cannot write checkpoint");
@@ -144,16 +169,16 @@ Checkpoint load_checkpoint(const std::string& path) {
     throw FormatError(cat(path, ": truncated checkpoint (", data.size(), " bytes)"));
   std::uint32_t version = 0;
   std::memcpy(&version, data.data() + sizeof kMagic, 4);
-  if (version != kCheckpointVersion)
+  if (version < 1 || version > kCheckpointVersion)
     throw FormatError(cat(path, ": checkpoint format version ", version,
-                          "; this flexkit reads version ", kCheckpointVersion));
+                          "; this flexkit reads versions 1 to ", kCheckpointVersion));
   std::uint64_t stored = 0;
   std::memcpy(&stored, data.data() + data.size() - 8, 8);
   if (fnv1a(data.data(), data.size() - 8) != stored)
     throw FormatError(
         cat(path, ": checkpoint checksum mismatch (the file is corrupt or truncated)"));
   const std::string body = data.substr(0, data.size() - 8);
-  Reader r(body, path);
+  Reader r(body, path, version);
   char magic[sizeof kMagic];
   r.bytes(magic, sizeof magic);
   (void)r.pod<std::uint32_t>();
@@ -187,6 +212,27 @@ Checkpoint load_checkpoint(const std::string& path) {
     c.history.push_back(e);
   }
   c.best_test_accuracy = r.pod<double>();
+  if (version >= 2) {
+    const auto published = r.pod<std::uint64_t>();
+    if (published > 1u << 20) r.truncated();
+    for (std::uint64_t i = 0; i < published; ++i) {
+      std::string name = r.text();
+      c.published.emplace_back(std::move(name), r.array());
+    }
+    const auto managers = r.pod<std::uint64_t>();
+    if (managers > 1u << 20) r.truncated();
+    for (std::uint64_t i = 0; i < managers; ++i) {
+      Checkpoint::Manager m;
+      m.name = r.text();
+      const auto tensor_class = r.pod<std::uint8_t>();
+      if (tensor_class > static_cast<std::uint8_t>(TensorClass::optimizer_state))
+        throw FormatError(
+            cat(path, ": corrupt checkpoint (a tensor class ", int{tensor_class}, ")"));
+      m.tensor_class = static_cast<TensorClass>(tensor_class);
+      m.state = r.pod<portable::AutoflexState>();
+      c.managers.push_back(std::move(m));
+    }
+  }
   return c;
 }
 

@@ -333,6 +333,52 @@ void restore(Sequential& net, Optimizer& optimizer, const Checkpoint& c, Device 
   for (std::size_t i = 0; i < rngs.size(); ++i) rngs[i]->set_state(c.rng_states[i]);
 }
 
+// What a flex16 run's checkpoint adds, once the network is in flex16 (set_precision): the
+// published flex16 values of parameters with a master copy and every exponent manager's
+// history, so that the run continues as the uninterrupted one would, bit for bit.
+void restore_flex16(Sequential& net, Optimizer& optimizer, const Checkpoint& c, Device device,
+                    const std::string& path) {
+  const auto named = net.named_parameters();
+  for (const auto& [name, value] : c.published) {
+    auto it = std::find_if(named.begin(), named.end(),
+                           [&](const auto& entry) { return entry.first == name; });
+    if (it == named.end() || !it->second->master.defined() ||
+        it->second->value.shape() != value.shape() || value.dtype() != DType::flex16)
+      throw FormatError(
+          cat(path, ": the checkpoint's flex16 value of ", name, " does not fit the model"));
+    it->second->value = value.copy_to(device);
+  }
+  const std::vector<Array> state = optimizer.state();
+  for (const Checkpoint::Manager& m : c.managers) {
+    if (m.name.rfind("optimizer.", 0) == 0) {
+      const std::string index = m.name.substr(10);
+      const std::size_t i = index.find_first_not_of("0123456789") == std::string::npos &&
+                                    !index.empty() && index.size() < 9
+                                ? std::stoul(index)
+                                : state.size();
+      if (i >= state.size() || !state[i].defined() || state[i].dtype() != DType::flex16)
+        throw FormatError(cat(path, ": the checkpoint's ", m.name, " does not fit the optimizer"));
+      state[i].autoflex().restore(m.state);
+      continue;
+    }
+    try {
+      net.manager(m.name, m.tensor_class).restore(m.state);
+    } catch (const ValueError& e) {
+      throw FormatError(cat(path, ": ", e.what()));
+    }
+  }
+}
+
+// Every managed flex16 tensor of the network and the optimizer's state.
+std::vector<ManagedTensor> all_managed(Sequential& net, const Optimizer& optimizer) {
+  std::vector<ManagedTensor> out = net.managed_tensors();
+  const std::vector<Array> state = optimizer.state();
+  for (std::size_t i = 0; i < state.size(); ++i)
+    if (state[i].defined() && state[i].dtype() == DType::flex16)
+      out.push_back({cat("optimizer.", i), TensorClass::optimizer_state, state[i].autoflex()});
+  return out;
+}
+
 Checkpoint snapshot(Sequential& net, const Optimizer& optimizer, const ResolvedConfig& r,
                     std::uint64_t hash, std::int64_t epochs_done, std::int64_t step,
                     const std::vector<EpochRecord>& history, double best) {
@@ -349,19 +395,14 @@ Checkpoint snapshot(Sequential& net, const Optimizer& optimizer, const ResolvedC
   c.optimizer = optimizer.name();
   c.optimizer_steps = optimizer.steps();
   for (const Array& a : optimizer.state()) c.optimizer_state.push_back(a.copy_to(Device::cpu()));
+  // flex16: the published values beside their master copies, and every exponent history.
+  for (const auto& [name, p] : net.named_parameters())
+    if (p->master.defined()) c.published.emplace_back(name, p->value.copy_to(Device::cpu()));
+  for (const ManagedTensor& m : all_managed(net, optimizer))
+    c.managers.push_back({m.name, m.tensor_class, m.manager.state()});
   c.history = history;
   c.best_test_accuracy = best;
   return c;
-}
-
-// Every managed flex16 tensor of the network and the optimizer's state.
-std::vector<ManagedTensor> all_managed(Sequential& net, const Optimizer& optimizer) {
-  std::vector<ManagedTensor> out = net.managed_tensors();
-  const std::vector<Array> state = optimizer.state();
-  for (std::size_t i = 0; i < state.size(); ++i)
-    if (state[i].defined() && state[i].dtype() == DType::flex16)
-      out.push_back({cat("optimizer.", i), TensorClass::optimizer_state, state[i].autoflex()});
-  return out;
 }
 
 std::vector<PrecisionRecord> exponent_report(Sequential& net, const Optimizer& optimizer) {
@@ -423,10 +464,21 @@ TrainResult train(const TrainConfig& config) {
   result.architecture = canonical_architecture(net);
   std::int64_t first_epoch = 0, global_step = 0;
   if (resumed) {
-    if (r.precision != "f32")
-      throw UnsupportedError(cat(config.resume, ": resuming a flex16 run is not supported yet ",
-                                 "(its exponent managers' histories are not in the checkpoint); ",
-                                 "the checkpoint's weights load with `flexkit eval`"));
+    // The checkpoint holds what its own precision keeps (master copies, exponent histories).
+    std::map<std::string, std::string> saved = parse_lines(resumed->config_text);
+    const std::string saved_precision = saved.count("precision") ? saved["precision"] : "f32";
+    const std::string saved_master =
+        saved.count("master_weights") ? saved["master_weights"] : r.master_weights;
+    if (saved_precision != r.precision ||
+        (r.precision == "flex16" && saved_master != r.master_weights))
+      throw ValueError(
+          cat(config.resume, ": the checkpoint was trained with --precision ", saved_precision,
+              saved_precision == "flex16" ? cat(" --master-weights ", saved_master) : std::string(),
+              "; resume it with the same settings"));
+    if (r.precision == "flex16" && resumed->managers.empty())
+      throw FormatError(cat(config.resume,
+                            ": a flex16 checkpoint without exponent histories (written by an "
+                            "older flexkit); its weights load with `flexkit eval`"));
     if (resumed->config_hash != hash)
       throw FormatError(cat(config.resume, ": the checkpoint was made for another model (",
                             parse_lines(resumed->config_text)["architecture"],
@@ -442,6 +494,8 @@ TrainResult train(const TrainConfig& config) {
           cat(config.resume, " has ", first_epoch, " epochs done, more than --epochs ", r.epochs));
   }
   net.set_precision(precision);
+  if (resumed && precision.dtype == DType::flex16)
+    restore_flex16(net, *optimizer, *resumed, device, config.resume);
   result.precision = r.precision;
   result.formats = precision_formats(precision);
   // Output places are made and checked before training, not found missing after it.
@@ -671,6 +725,8 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   std::unique_ptr<Optimizer> optimizer = make_optimizer(r.optimizer, r.optimizer_options());
   restore(net, *optimizer, c, device, checkpoint);
   net.set_precision(r.precision_settings());  // evaluated as it was trained
+  if (r.precision == "flex16" && !c.managers.empty())
+    restore_flex16(net, *optimizer, c, device, checkpoint);
   const Dataset test_set = load_fashion_mnist(data_dir, false);
   LoaderOptions options;
   options.batch_size = r.batch;
