@@ -53,41 +53,16 @@ Access target_access_of(const ir::Stage& stage) {
   return acc;
 }
 
-// Element offsets of `count` consecutive iteration positions from `begin`.
-void chunk_offsets(const StridedLayout& l, std::int64_t begin, int count, std::int64_t* out) {
-  if (l.rank == 0) {
-    std::fill(out, out + count, 0);
-    return;
-  }
-  const int last = l.rank - 1;
-  std::int64_t coord[portable::kLayoutMaxRank];
-  std::int64_t rem = begin, off = 0;
-  for (int d = last; d >= 0; --d) {
-    coord[d] = rem % l.shape[d];
-    rem /= l.shape[d];
-    off += coord[d] * l.strides[d];
-  }
-  for (int i = 0; i < count; ++i) {
-    out[i] = off;
-    off += l.strides[last];
-    if (++coord[last] < l.shape[last]) continue;
-    for (int d = last; d >= 0; --d) {
-      off -= coord[d] * l.strides[d];
-      coord[d] = 0;
-      if (d == 0) break;
-      ++coord[d - 1];
-      off += l.strides[d - 1];
-      if (coord[d - 1] < l.shape[d - 1]) break;
-    }
-  }
-}
-
 // Calls run(first, offset, length, stride) for the pieces of `count` consecutive iteration
 // positions from `begin` that lie in one row of the innermost axis: chunk element `first` is at
 // `offset`, and the next `length − 1` follow at `stride`. One coordinate update a row instead
 // of one an element.
 template <class Run>
 void for_each_row(const StridedLayout& l, std::int64_t begin, int count, Run&& run) {
+  if (l.rank == 0) {  // one element, read or written at every position
+    run(0, std::int64_t{0}, count, std::int64_t{0});
+    return;
+  }
   const int last = l.rank - 1;
   std::int64_t coord[portable::kLayoutMaxRank];
   std::int64_t rem = begin, off = 0;
@@ -420,7 +395,7 @@ void run_reduction(const ir::Stage& stage, const std::vector<Array>& operand_arr
   auto store_result = [&](std::int64_t o, const Accumulator& acc, Flex16Stats& stats) {
     if (integer_index) {
       std::int64_t off = 0;
-      chunk_offsets(target.layout, o, 1, &off);
+      for_each_row(target.layout, o, 1, [&](int, std::int64_t at, int, std::int64_t) { off = at; });
       reinterpret_cast<std::int32_t*>(target.base)[off] = static_cast<std::int32_t>(acc.index);
       return;
     }
