@@ -346,6 +346,19 @@ class TrainCli(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.path("ck"))), ["best.ckpt", "epoch-1.ckpt"])
         self.assertFalse(os.path.exists(self.path("m.npz")))
 
+    def test_nan_in_a_flex16_tensor_is_named_with_its_step(self):
+        # flex16 stores a NaN as 0 and counts it; the write carries its step, so the message
+        # names it exactly even though the statistics are read later (here: the resumed
+        # epoch 2's first step, global step 21 of 20-step epochs).
+        common = ["--limit", "1000", "--batch", "50", "--precision", "flex16",
+                  "--master-weights", "flex16", "--optimizer", "sgd", "--momentum", "0", "--quiet"]
+        self.train(*common, "--epochs", "1", "--checkpoint", self.path("ck"))
+        r = run("train", "--device", DEVICE, "--resume", self.path("ck", "epoch-1.ckpt"),
+                "--epochs", "3", "--lr", "1e300", "--quiet")
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("a NaN reached the flex16 tensor", r.stderr)
+        self.assertIn("at epoch 2, step 1 (global step 21)", r.stderr)
+
     def test_ctrl_c_stops_cleanly(self):
         p = subprocess.Popen([FLEXKIT, "train", "--device", DEVICE, "--limit", "2000",
                               "--epochs", "50", "--checkpoint", self.path("ck"), "--batch", "50"],
