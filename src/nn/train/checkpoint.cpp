@@ -19,9 +19,7 @@ constexpr char kMagic[12] = {'F', 'L', 'E', 'X', 'K', 'I', 'T', 'C', 'K', 'P', '
 
 class Writer {
  public:
-  void bytes(const void* p, std::size_t n) {
-    out_.append(static_cast<const char*>(p), n);
-  }
+  void bytes(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
   template <class T>
   void pod(T v) {
     bytes(&v, sizeof v);
