@@ -44,14 +44,13 @@ bool Progress::due(std::int64_t done) const {
 }
 
 void Progress::step(std::int64_t done, double loss, double accuracy, std::int64_t samples) {
-  if (!enabled_) return;
+  if (!due(done)) return;
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0;
   const double per_step = done > first_ ? elapsed / static_cast<double>(done - first_) : 0;
   const double eta = per_step * static_cast<double>(steps_ - done);
   if (tty_) {
-    if (done < steps_ && std::chrono::duration<double>(now - last_draw_).count() < 0.1) return;
     last_draw_ = now;
     constexpr int kWidth = 24;
     const int filled = steps_ > 0 ? static_cast<int>(kWidth * done / steps_) : kWidth;
@@ -64,7 +63,7 @@ void Progress::step(std::int64_t done, double loss, double accuracy, std::int64_
         format_duration(eta).c_str());
     std::fflush(out_);
     bar_shown_ = true;
-  } else if (done >= next_report_ && done < steps_) {
+  } else {
     next_report_ += std::max<std::int64_t>(1, steps_ / 10);
     std::fprintf(out_,
                  "epoch %lld/%lld step %lld/%lld loss %.4f acc %.2f%% %.0f samples/s ETA %s\n",

@@ -16,7 +16,7 @@ class Progress {
   // Whether step(done, ...) would draw or print now: the caller reads its running means (a
   // wait for the device) only then.
   bool due(std::int64_t done) const;
-  // After a step: running means over the epoch so far; drawn when due.
+  // After a step: running means over the epoch so far; drawn only when due().
   void step(std::int64_t done, double loss, double accuracy, std::int64_t samples);
   void line(const std::string& text);  // a whole line (clears the bar first)
   void finish_bar();

@@ -282,12 +282,17 @@ void check_labels(const Batch& b, std::int64_t classes) {
                            " classes"));
 }
 
-// The test pass: the losses and counts stay on the device until the end.
 // The classes of a network's output for Fashion-MNIST's images.
 std::int64_t output_classes(const Sequential& net) {
   return net.check_shapes({1, 28, 28}).at(0);
 }
 
+// What a step log read sums to.
+Totals totals_of(const StepLog::Reading& reading) {
+  return {reading.loss_sum, std::llround(reading.correct), reading.samples};
+}
+
+// The test pass: the losses and counts stay on the device until the end.
 Totals run_test(Sequential& net, BatchLoader& loader, LossKind loss, Device device) {
   const std::int64_t classes = output_classes(net);
   net.set_training(false);
@@ -300,12 +305,8 @@ Totals run_test(Sequential& net, BatchLoader& loader, LossKind loss, Device devi
     rate_loss_on_device(out, b->labels, loss, log.loss_slot(step), log.correct_slot(step));
     log.finish_step(step++, b->labels.dim(0), {});
   }
-  const StepLog::Reading& reading = log.read();
+  const Totals t = totals_of(log.read());
   net.set_training(true);
-  Totals t;
-  t.loss = reading.loss_sum;
-  t.correct = std::llround(reading.correct);
-  t.samples = reading.samples;
   return t;
 }
 
@@ -333,6 +334,16 @@ void restore(Sequential& net, Optimizer& optimizer, const Checkpoint& c, Device 
   for (std::size_t i = 0; i < rngs.size(); ++i) rngs[i]->set_state(c.rng_states[i]);
 }
 
+// Every managed flex16 tensor of the network and the optimizer's state.
+std::vector<ManagedTensor> all_managed(Sequential& net, const Optimizer& optimizer) {
+  std::vector<ManagedTensor> out = net.managed_tensors();
+  const std::vector<Array> state = optimizer.state();
+  for (std::size_t i = 0; i < state.size(); ++i)
+    if (state[i].defined() && state[i].dtype() == DType::flex16)
+      out.push_back({cat("optimizer.", i), TensorClass::optimizer_state, state[i].autoflex()});
+  return out;
+}
+
 // What a flex16 run's checkpoint adds, once the network is in flex16 (set_precision): the
 // published flex16 values of parameters with a master copy and every exponent manager's
 // history, so that the run continues as the uninterrupted one would, bit for bit.
@@ -348,35 +359,17 @@ void restore_flex16(Sequential& net, Optimizer& optimizer, const Checkpoint& c, 
           cat(path, ": the checkpoint's flex16 value of ", name, " does not fit the model"));
     it->second->value = value.copy_to(device);
   }
-  const std::vector<Array> state = optimizer.state();
+  // The managers that exist (the optimizer's among them) by name; the network makes the rest.
+  std::map<std::string, Autoflex> existing;
+  for (const ManagedTensor& m : all_managed(net, optimizer)) existing.emplace(m.name, m.manager);
   for (const Checkpoint::Manager& m : c.managers) {
-    if (m.name.rfind("optimizer.", 0) == 0) {
-      const std::string index = m.name.substr(10);
-      const std::size_t i = index.find_first_not_of("0123456789") == std::string::npos &&
-                                    !index.empty() && index.size() < 9
-                                ? std::stoul(index)
-                                : state.size();
-      if (i >= state.size() || !state[i].defined() || state[i].dtype() != DType::flex16)
-        throw FormatError(cat(path, ": the checkpoint's ", m.name, " does not fit the optimizer"));
-      state[i].autoflex().restore(m.state);
-      continue;
-    }
     try {
-      net.manager(m.name, m.tensor_class).restore(m.state);
+      auto it = existing.find(m.name);
+      (it != existing.end() ? it->second : net.manager(m.name, m.tensor_class)).restore(m.state);
     } catch (const ValueError& e) {
       throw FormatError(cat(path, ": ", e.what()));
     }
   }
-}
-
-// Every managed flex16 tensor of the network and the optimizer's state.
-std::vector<ManagedTensor> all_managed(Sequential& net, const Optimizer& optimizer) {
-  std::vector<ManagedTensor> out = net.managed_tensors();
-  const std::vector<Array> state = optimizer.state();
-  for (std::size_t i = 0; i < state.size(); ++i)
-    if (state[i].defined() && state[i].dtype() == DType::flex16)
-      out.push_back({cat("optimizer.", i), TensorClass::optimizer_state, state[i].autoflex()});
-  return out;
 }
 
 Checkpoint snapshot(Sequential& net, const Optimizer& optimizer, const ResolvedConfig& r,
@@ -634,11 +627,7 @@ TrainResult train(const TrainConfig& config) {
       }
       if (g_stop) break;
     }
-    const StepLog::Reading& reading = check();
-    Totals t;
-    t.loss = reading.loss_sum;
-    t.correct = std::llround(reading.correct);
-    t.samples = reading.samples;
+    const Totals t = totals_of(check());
     const double epoch_train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     if (g_stop) {
