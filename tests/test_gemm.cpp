@@ -566,8 +566,9 @@ TEST(Dot, Float32StridedViewsAndBatches) {
   }
 }
 
-// A weight gradient's shape: a few hundred outputs, a hundred thousand products deep (k once a
-// multiple of 2048, once not): against float64, alpha and beta applied once, into a strided
+// A weight gradient's shape: a few hundred outputs, a hundred thousand products deep. On CUDA
+// it is split along k (one chunk shorter when k does not divide), and the chunks' partial
+// products are summed in order: against float64, alpha and beta applied once, into a strided
 // output, and the same bits on a second run.
 TEST(Dot, Float32DeepThinProductsAgainstFloat64) {
   Device d = test::device();
@@ -589,6 +590,9 @@ TEST(Dot, Float32DeepThinProductsAgainstFloat64) {
     Array holder = Array::zeros({c.m, 2 * c.n}, DType::f32, d);
     Array out = holder(slice(), slice(0, 2 * c.n, 2));  // every other column
     out.assign(Array::from_vector(oldv, {c.m, c.n}, d));
+    if (d.is_cuda()) {
+      EXPECT_EQ(dot_kernel_name(a, b, out, {.alpha = 2.0, .beta = 0.5}), "cuda.cublas_f32_split_k");
+    }
     dot(a, b, out, 2.0, 0.5);
     const std::vector<float> got = out.to_floats();
     double err = 0, norm = 0;
@@ -615,6 +619,16 @@ TEST(Dot, Float32DeepThinProductsAgainstFloat64) {
       ASSERT_TRUE(std::isfinite(f[i])) << i;
       ASSERT_EQ(std::memcmp(&f[i], &g[i], sizeof(float)), 0) << "run to run, element " << i;
     }
+  }
+  // Batched or shallow products keep the plain call.
+  if (d.is_cuda()) {
+    const Array a = Array::zeros({2, 9, 100352}, DType::f32, d);
+    const Array b = Array::zeros({100352, 128}, DType::f32, d);
+    EXPECT_EQ(dot_kernel_name(a, b, Array::zeros({2, 9, 128}, DType::f32, d)), "cuda.cublas_f32");
+    EXPECT_EQ(dot_kernel_name(Array::zeros({9, 512}, DType::f32, d),
+                              Array::zeros({512, 128}, DType::f32, d),
+                              Array::zeros({9, 128}, DType::f32, d)),
+              "cuda.cublas_f32");
   }
 }
 

@@ -141,7 +141,8 @@ def test_layout_helpers_match_torch_layouts(rng):
 
 
 CPU_KERNELS = {"cpu.avx512_vnni", "cpu.avx2", "cpu.scalar"}
-CUDA_DOT_KERNELS = {"cuda.planar", "cuda.ss", "cuda.simple", "cuda.cublas_f32"}
+CUDA_DOT_KERNELS = {"cuda.planar", "cuda.ss", "cuda.simple", "cuda.cublas_f32",
+                    "cuda.cublas_f32_split_k"}
 CUDA_CONV_KERNELS = {
     "cuda.implicit_gemm.shallow_transposed", "cuda.implicit_gemm.shallow_specialized",
     "cuda.implicit_gemm.shallow", "cuda.deep_k", "cuda.implicit_gemm.stream_k",

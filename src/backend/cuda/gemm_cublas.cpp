@@ -1,11 +1,18 @@
 // f32 matrix products through cuBLAS, and the synchronous wrapper of the integer kernels.
 //
+// Deep, thin products — a weight gradient summed over every position and sample, a few hundred
+// outputs a hundred thousand products deep — give cuBLAS a handful of output tiles for the whole
+// GPU, and it runs them on a few thread blocks for milliseconds. Such a product is split along k
+// into equal chunks, run as one strided-batched product into a workspace, and the partial
+// products are summed in a fixed order by one kernel (so a run repeats bit for bit).
+//
 // cuBLAS is column-major. A logical r×c matrix with element strides (rs, cs) is a cuBLAS
 // operand as it is when rs == 1 (op N, ld = cs), or as the transpose of a column-major c×r
 // matrix when cs == 1 (op T, ld = rs). The output decides the orientation: with unit column
 // stride we compute Cᵀ = Bᵀ·Aᵀ instead of C = A·B.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -14,6 +21,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/gemm/gemm_integer.hpp"
+#include "backend/cuda/gemm/split_k_sum.hpp"
 #include "backend/cuda/gemm_cuda_calls.hpp"
 #include "backend/cuda/launch_support.hpp"
 #include "backend/cuda/pending_stats.hpp"
@@ -76,16 +84,42 @@ struct F32Key {
   }
 };
 
-backend::HeavyOpPlan make_f32_plan(const F32Key& key) {
-  backend::HeavyOpPlan plan;
+// The plan of an f32 class: cuBLAS as it is, or split along k (see the file comment).
+struct F32Plan : backend::HeavyOpPlan {
+  std::int64_t chunk = 0;  // > 0: k split into chunks this deep (the last one may be shorter)
+};
+
+// Splitting pays where the output has fewer tiles (of cuBLAS's 128 × 128) than the GPU has
+// multiprocessors and k is deep: enough chunks for two blocks a multiprocessor, each at least
+// 2048 deep (the workspace, parts × m × n floats, stays small beside the operands).
+constexpr std::int64_t kSplitMinDepth = 8192, kSplitMinChunk = 2048, kSplitMaxParts = 64;
+
+F32Plan make_f32_plan(const F32Key& key) {
+  F32Plan plan;
   plan.kernel_name = "cuda.cublas_f32";
   plan.choices =
       key.staged ? "sgemm strided batched, through contiguous copies" : "sgemm strided batched";
+  if (key.staged || key.batch != 1 || key.k < kSplitMinDepth) return plan;
+  const std::int64_t tiles = ((key.m + 127) / 128) * ((key.n + 127) / 128);
+  const std::int64_t sms = backend::cuda::multiprocessors(key.device);
+  if (tiles >= sms) return plan;
+  const std::int64_t parts =
+      std::min({(2 * sms + tiles - 1) / tiles, kSplitMaxParts, key.k / kSplitMinChunk});
+  if (parts < 2) return plan;
+  // Chunks of a multiple of 32 elements keep every chunk's start as aligned as the operand's.
+  plan.chunk = ((key.k + parts - 1) / parts + 31) / 32 * 32;
+  const std::int64_t full = key.k / plan.chunk, rest = key.k - full * plan.chunk;
+  plan.kernel_name = "cuda.cublas_f32_split_k";
+  plan.choices =
+      detail::cat("sgemm strided batched over ", full, " chunks of k ", plan.chunk,
+                  rest ? detail::cat(" and one of ", rest) : std::string(), ", summed in order");
+  plan.workspace_bytes =
+      static_cast<std::size_t>((full + (rest > 0)) * key.m * key.n) * sizeof(float);
   return plan;
 }
 
-const backend::HeavyOpPlan& f32_plan(const GemmProblem& p, int device, bool staged) {
-  static backend::PlanCache<F32Key, backend::HeavyOpPlan> cache("dot");
+const F32Plan& f32_plan(const GemmProblem& p, int device, bool staged) {
+  static backend::PlanCache<F32Key, F32Plan> cache("dot");
   const F32Key key{device, p.batch, p.m, p.n, p.k, staged};
   return cache.get(key, [&] { return make_f32_plan(key); });
 }
@@ -106,8 +140,10 @@ bool cublas_accepts(const GemmProblem& p) {
          p.b.batch_stride >= 0 && p.c.batch_stride >= 0;
 }
 
-void gemm_f32_cuda(const GemmProblem& p, int device, void* stream) {
-  f32_plan(p, device, false);  // made (and logged) once per class; cuBLAS plans the rest itself
+namespace {
+
+// One cuBLAS call for the whole (batched) problem.
+void sgemm(const GemmProblem& p, int device, void* stream) {
   backend::cuda::DeviceGuard guard(device);
   cublasHandle_t h = handle_for(device);
   check_cublas(cublasSetStream(h, static_cast<cudaStream_t>(stream)), "cublasSetStream");
@@ -140,6 +176,47 @@ void gemm_f32_cuda(const GemmProblem& p, int device, void* stream) {
                    static_cast<int>(r.ld), right.batch_stride, &beta, static_cast<float*>(p.c.data),
                    static_cast<int>(ldc), p.c.batch_stride, static_cast<int>(p.batch)),
                "cublasSgemmStridedBatched");
+}
+
+// The k chunks into a workspace (one batched call, and one more for a shorter last chunk), then
+// their ordered sum into the output with alpha and beta.
+void split_k(const GemmProblem& p, const F32Plan& plan, int device, void* stream) {
+  const std::int64_t full = p.k / plan.chunk, rest = p.k - full * plan.chunk;
+  const std::int64_t mn = p.m * p.n;
+  backend::cuda::Scratch workspace(device, plan.workspace_bytes);
+  auto* partials = static_cast<float*>(workspace.get());
+  GemmProblem chunks = p;
+  chunks.batch = full;
+  chunks.k = plan.chunk;
+  chunks.a.batch_stride = plan.chunk * p.a.col_stride;
+  chunks.b.batch_stride = plan.chunk * p.b.row_stride;
+  chunks.c = {partials, ElementKind::f32, p.n, 1, mn};
+  chunks.alpha = 1.0f;
+  chunks.beta = 0.0f;
+  sgemm(chunks, device, stream);
+  if (rest > 0) {
+    GemmProblem last = chunks;
+    last.batch = 1;
+    last.k = rest;
+    last.a.data = static_cast<const float*>(p.a.data) + full * plan.chunk * p.a.col_stride;
+    last.b.data = static_cast<const float*>(p.b.data) + full * plan.chunk * p.b.row_stride;
+    last.c.data = partials + full * mn;
+    sgemm(last, device, stream);
+  }
+  backend::cuda::split_k_sum(partials, full + (rest > 0), p.m, p.n, static_cast<float*>(p.c.data),
+                             p.c.row_stride, p.c.col_stride, p.alpha, p.beta,
+                             backend::cuda::multiprocessors(device),
+                             static_cast<cudaStream_t>(stream));
+}
+
+}  // namespace
+
+void gemm_f32_cuda(const GemmProblem& p, int device, void* stream) {
+  const F32Plan& plan = f32_plan(p, device, false);  // made (and logged) once per class
+  if (plan.chunk > 0)
+    split_k(p, plan, device, stream);
+  else
+    sgemm(p, device, stream);
 }
 
 ExactStats gemm_integer_cuda_stats(const GemmProblem& p, int device, void* stream) {
