@@ -249,6 +249,12 @@ TEST_F(StepKernelSource, SourceFollowsDTypesAndOpsButNotInitialValues) {
   per_neuron.params[0].per_neuron = true;
   EXPECT_NE(cuda_step_kernel_source(with_param), cuda_step_kernel_source(per_neuron));
   EXPECT_NE(step_kernel_structure(with_param), step_kernel_structure(per_neuron));
+  StepKernel per_channel = with_param;
+  per_channel.params[0].per_channel = true;
+  EXPECT_NE(cuda_step_kernel_source(with_param), cuda_step_kernel_source(per_channel));
+  EXPECT_NE(cuda_step_kernel_source(per_neuron), cuda_step_kernel_source(per_channel));
+  EXPECT_NE(step_kernel_structure(per_neuron), step_kernel_structure(per_channel));
+  EXPECT_NE(cuda_step_kernel_source(per_channel).find("/ args.channel_neurons"), std::string::npos);
 
   StepKernel other_alpha = everything();
   for (ir::Instr& in : other_alpha.body.instrs)

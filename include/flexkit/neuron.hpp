@@ -91,6 +91,14 @@ class Neuron {
   // `surrogate=NAME[(alpha)]` (every spike of the body) and PLIF's `init_tau` (w =
   // -log(init_tau-1)).
   Neuron with_setting(std::string_view name, std::string_view value) const;
+  // The neuron with its one input first mapped per channel c (the first axis of the neuron
+  // shape): x' = (x - bn_center[c]) * bn_scale[c] + bn_shift[c], a BatchNorm folded into the
+  // neuron so that the normalised values are never stored. The three are per-channel parameters
+  // ([C] arrays, always given); bn_scale and bn_shift are learnable, so neuron_backward returns
+  // sum(dL/dx' * (x - bn_center)) and sum(dL/dx') per channel, and dL/dx = dL/dx' * bn_scale.
+  // The training forward keeps a reference to its input for the backward instead of storing a
+  // copy: leave the input unchanged until then.
+  Neuron with_channel_affine() const;
 
   const std::string& name() const;
   const std::vector<std::string>& inputs() const;

@@ -225,12 +225,26 @@ class BatchNorm : public Layer {
   void to(Device device) override;
   JsonValue config() const override;
 
+  // Folded into the spiking layer after it (Sequential does this in training): the batch
+  // statistics and running estimates as a training forward takes them, returned as the map
+  // y = (x - center) * scale + shift per channel ([C] each), which the neuron applies as it reads
+  // x; y itself is never stored.
+  struct Fold {
+    Array center, scale, shift;
+  };
+  Fold fold_forward(const Array& x);
+  // The input gradient of a folded forward from what the neuron's backward returns: its input
+  // gradient dL/dy * scale, and per channel sum(dL/dy * (x - center)) and sum(dL/dy).
+  Array fold_backward(const Array& grad_through_scale, const Array& sum_centered, const Array& sum);
+
  private:
+  void update_running(const Array& mu, const Array& var, std::int64_t m);
   std::int64_t channels_;
   double momentum_, eps_;
   bool affine_;
   Parameter weight_, bias_, running_mean_, running_var_;
   Array x_hat_, inv_std_;  // of the last training forward: (C, M) and (C, 1)
+  Array x_, mu_;           // of the last folded forward: (C, M) and (C, 1)
   Shape input_shape_;
 };
 
@@ -287,12 +301,24 @@ class Spiking : public Layer {
   const Neuron& neuron() const { return neuron_; }
   std::int64_t time_steps() const { return steps_; }
 
+  // The forward with a BatchNorm's map folded in front of the neuron (BatchNorm::fold_forward),
+  // for an input with all T steps; backward then returns dL/dy * scale and keeps the per-channel
+  // sums BatchNorm::fold_backward takes.
+  Array forward_folded(const Array& x, const BatchNorm::Fold& fold);
+  struct FoldGradients {
+    Array sum_centered, sum;  // [C] each
+  };
+  const FoldGradients& fold_gradients() const { return fold_gradients_; }
+
  private:
+  Array run_forward(const Array& x, const BatchNorm::Fold* fold);
   Neuron neuron_;
   std::int64_t steps_;
   std::string spelling_;
   std::vector<Parameter> params_;  // learnable scalars
   std::shared_ptr<const NeuronResiduals> residuals_;
+  bool folded_ = false;
+  FoldGradients fold_gradients_;
   bool repeated_input_ = false;
   Shape input_shape_;
 };
@@ -331,7 +357,11 @@ class Sequential {
   Shape check_shapes(const Shape& input) const;
 
  private:
+  Spiking* fold_target(std::size_t i, const Array& x);
   std::vector<std::unique_ptr<Layer>> layers_;
+  // In training, a BatchNorm followed by a spiking layer runs as one (BatchNorm::Fold):
+  // folded_[i] marks the BatchNorm at i whose last forward was folded into layer i + 1.
+  std::vector<char> folded_;
   Precision precision_;
   Autoflex input_manager_, loss_gradient_manager_;
 };

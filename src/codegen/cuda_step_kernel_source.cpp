@@ -91,6 +91,7 @@ class Generator {
     field("int64_t neurons;");
     field("int64_t steps;");
     field("int64_t inner;");
+    field("int64_t channel_neurons;");
     field("const void* seq_in[", s, "];");
     field("void* seq_out[", s, "];");
     field("ExprStats* seq_out_stats[", s, "];");
@@ -256,8 +257,10 @@ class Generator {
           CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
           for (std::size_t q = 0; q < k_.params.size(); ++q)
             os_.line("p[l][", q, "] = __ldg(args.params[", q, "]",
-                     k_.params[q].per_neuron ? " + i + l" : "", ");  // ",
-                     comment_safe(k_.params[q].name));
+                     k_.params[q].per_neuron    ? " + i + l"
+                     : k_.params[q].per_channel ? " + (i + l) / args.channel_neurons"
+                                                : "",
+                     ");  // ", comment_safe(k_.params[q].name));
           if (k_.params.empty()) os_.line("p[l][0] = 0.0f;");
           for (std::size_t c = 0; c < k_.carried.size(); ++c)
             os_.line("state[l][", c, "] = args.carried_init[", c, "] ? __ldg(args.carried_init[", c,

@@ -81,7 +81,10 @@ std::string to_string(const StepKernel& kernel) {
              float_text(kernel.carried[i].init_value), ")\n");
   for (std::size_t i = 0; i < kernel.params.size(); ++i)
     s += cat("  param ", i, " ", kernel.params[i].name,
-             kernel.params[i].per_neuron ? ": per neuron" : ": scalar", "\n");
+             kernel.params[i].per_neuron    ? ": per neuron"
+             : kernel.params[i].per_channel ? ": per channel"
+                                            : ": scalar",
+             "\n");
 
   for (std::size_t i = 0; i < kernel.body.instrs.size(); ++i) {
     const ir::Instr& in = kernel.body.instrs[i];

@@ -13,7 +13,7 @@
 //   for step in 0..T-1:  t = reverse ? T-1-step : step
 //     value of a seq_in leaf i = load(seq_in[i][at(t, n)])       (converted to float)
 //     value of a carried leaf k = carried[k]
-//     value of a param leaf p  = params[p][per_neuron ? n : 0]
+//     value of a param leaf p  = params[p][per_neuron ? n : per_channel ? n / channel_neurons : 0]
 //     run body; seq_out[j][at(t, n)] = store(value seq_out_value[j])
 //     carried[k] = value carried_next[k]
 //   carried_final[k][n] = carried[k]   (where a final array is given)
@@ -50,6 +50,9 @@ struct CarriedSlot {
 struct ParamSlot {
   std::string name;
   bool per_neuron = false;  // else one value for every neuron
+  // One value per channel: per block of launch.channel_neurons consecutive neurons (the neurons of
+  // a network's (C, H, W, T, N) activations are channel-major), e.g. a BatchNorm's affine.
+  bool per_channel = false;
 };
 
 struct StepKernel {
@@ -85,11 +88,13 @@ struct StepKernelLaunch {
   // Neurons between two steps of one neuron's sequence (a divisor of neurons); 0 means neurons,
   // the layout [T, N].
   std::int64_t inner = 0;
+  // Neurons per channel of per_channel params (a divisor of neurons); 0 when there are none.
+  std::int64_t channel_neurons = 0;
   std::vector<Array> seq_in;
   std::vector<Array> seq_out;
   std::vector<Array> carried_init;   // [N] f32 or empty
   std::vector<Array> carried_final;  // [N] f32 or empty
-  std::vector<Array> params;         // [1] or [N] f32
+  std::vector<Array> params;         // [1], [N] or [N / channel_neurons] f32
 };
 
 // Backends. Both check nothing beyond what the caller (snn/neuron_calls.cpp) guarantees.

@@ -157,6 +157,10 @@ Neuron Neuron::with_setting(std::string_view name, std::string_view value) const
   return Neuron(snn::compile_neuron(std::move(spec)));
 }
 
+Neuron Neuron::with_channel_affine() const {
+  return Neuron(snn::channel_affine_neuron(*impl_));
+}
+
 const std::string& Neuron::name() const {
   return impl_->spec.name;
 }
@@ -184,6 +188,10 @@ double Neuron::initial_state_value(std::string_view state) const {
 }
 
 std::string Neuron::source() const {
+  if (impl_->inputs_kept)  // the map has no spelling in the language
+    return cat("// input ", impl_->spec.inputs[0], " read as (", impl_->spec.inputs[0],
+               " - bn_center[c]) * bn_scale[c] + bn_shift[c] per channel c\n",
+               to_string(impl_->spec));
   return to_string(impl_->spec);
 }
 std::string Neuron::forward_program() const {

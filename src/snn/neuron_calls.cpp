@@ -92,6 +92,9 @@ struct Geometry {
     return full;
   }
   std::int64_t outer() const { return inner == 0 ? 0 : neurons / inner; }
+  // Per-channel values: channels along the neuron shape's first axis.
+  std::int64_t channels() const { return shape.empty() ? 1 : shape[0]; }
+  std::int64_t channel_neurons() const { return channels() == 0 ? 0 : neurons / channels(); }
 };
 
 Geometry geometry(std::int64_t steps, Shape shape, int time_axis, Device device) {
@@ -215,7 +218,13 @@ std::vector<Array> runtime_params(const snn::NeuronCompiled& c, const NamedArray
       throw DeviceError(cat("neuron ", c.spec.name, ": parameter '", name, "' is on ",
                             array.device().str(), ", the sequences on ", g.device.str()));
     const std::size_t slot = static_cast<std::size_t>(it - slots.begin());
-    if (it->per_neuron) {
+    if (it->per_channel) {
+      if (array.shape() != Shape{g.channels()})
+        throw ShapeError(cat("neuron ", c.spec.name, ": per-channel parameter '", name,
+                             "' has shape ", shape_str(array.shape()), ", expected [", g.channels(),
+                             "] (the neuron shape's first axis)"));
+      out[slot] = as_f32(array);
+    } else if (it->per_neuron) {
       if (array.shape() != g.shape)
         throw ShapeError(cat("neuron ", c.spec.name, ": per-neuron parameter '", name,
                              "' has shape ", shape_str(array.shape()),
@@ -230,6 +239,9 @@ std::vector<Array> runtime_params(const snn::NeuronCompiled& c, const NamedArray
   }
   for (std::size_t s = 0; s < slots.size(); ++s) {
     if (out[s].defined()) continue;
+    if (slots[s].per_channel)
+      throw ValueError(cat("neuron ", c.spec.name, ": per-channel parameter '", slots[s].name,
+                           "' must be given (it has no default)"));
     double value = 0;
     for (const snn::Param& p : c.spec.params)
       if (p.name == slots[s].name) value = p.default_value;
@@ -276,8 +288,11 @@ void set_exact_iwls(const snn::NeuronCompiled& c, snn::ForwardKernelConfig confi
 }  // namespace
 
 std::size_t residual_bytes(const NeuronResiduals& residuals) {
-  std::size_t bytes = 0;
-  for (const Array& a : residuals.values) bytes += a.nbytes();
+  std::size_t bytes = 0;  // the stored values; kept inputs belong to the caller
+  const std::size_t stored =
+      residuals.neuron ? residuals.neuron->residuals.size() : residuals.values.size();
+  for (std::size_t r = 0; r < stored && r < residuals.values.size(); ++r)
+    bytes += residuals.values[r].nbytes();
   return bytes;
 }
 
@@ -306,10 +321,13 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
   launch.neurons = g.neurons;
   launch.steps = g.steps;
   launch.inner = g.inner;
+  launch.channel_neurons = g.channel_neurons();
+  std::vector<Array> kernel_inputs;
   for (const std::string& input : c.spec.inputs) {
     Array x = as_kernel_sequence(inputs.at(input));
     config.input_dtypes.push_back(x.dtype());
     launch.seq_in.push_back(launch_view(x, g));
+    kernel_inputs.push_back(x);
   }
   const std::shared_ptr<const snn::StepKernel> kernel_ptr = snn::forward_kernel(c, config);
   const snn::StepKernel& kernel = *kernel_ptr;
@@ -356,6 +374,8 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
     residuals->device = g.device;
     residuals->residual_dtype = storage.residual_dtype;
     while (next < sequences.size()) residuals->values.push_back(sequences[next++]);
+    if (c.inputs_kept)  // read by the backward where they are
+      for (const Array& x : kernel_inputs) residuals->values.push_back(x);
     residuals->params = param_values;
     result.residuals = std::move(residuals);
   }
@@ -389,10 +409,13 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
 
   snn::BackwardKernelConfig config;
   config.residual_dtype = residuals.residual_dtype;
+  for (std::size_t r = c.residuals.size(); r < residuals.values.size(); ++r)
+    config.kept_inputs.push_back(residuals.values[r].dtype());
   snn::StepKernelLaunch launch;
   launch.neurons = g.neurons;
   launch.steps = g.steps;
   launch.inner = g.inner;
+  launch.channel_neurons = g.channel_neurons();
   for (const Array& r : residuals.values) launch.seq_in.push_back(launch_view(r, g));
   for (const std::string& output : c.spec.outputs) {
     auto it = grad_outputs.find(output);
@@ -439,14 +462,21 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
   launch.params = residuals.params;
   run(kernel, launch, g.device);
 
-  // A scalar parameter's gradient is the sum of the per-neuron partials (each already summed
-  // over time in a fixed order), reduced in the reduction kernels' fixed order.
+  // A scalar (per-channel) parameter's gradient is the sum of the (channel's) per-neuron
+  // partials, each already summed over time in a fixed order, reduced in the reduction kernels'
+  // fixed order.
   std::size_t next = 0;
   for (int slot : snn::learnable_param_slots(c)) {
     const snn::ParamSlot& p = c.step.runtime_params[static_cast<std::size_t>(slot)];
     Array partial = partials[next++];
     if (p.per_neuron)
       result.params.emplace(p.name, partial.reshape(g.shape));
+    else if (p.per_channel && g.channel_neurons() == 0)
+      result.params.emplace(p.name, Array::zeros({g.channels()}, DType::f32, g.device));
+    else if (p.per_channel)
+      result.params.emplace(
+          p.name,
+          evaluate(sum(Expr(partial.reshape({g.channels(), g.channel_neurons()})), 1), DType::f32));
     else if (g.neurons == 0)
       result.params.emplace(p.name, Array::zeros({}, DType::f32, g.device));
     else

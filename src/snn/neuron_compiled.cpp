@@ -14,7 +14,7 @@ std::shared_ptr<const NeuronCompiled> compile_neuron(NeuronSpec spec) {
   auto out = std::make_shared<NeuronCompiled>();
   out->spec = std::move(spec);
   out->step = lower_neuron(out->spec);
-  out->residuals = plan_residuals(out->step);
+  out->residuals = plan_residuals(out->step, /*inputs_kept=*/false);
   for (std::size_t s = 0; s < out->spec.states.size(); ++s)
     out->initial_values.push_back(state_initial_value(out->spec, s));
   for (int value : out->step.outputs) {
@@ -108,6 +108,10 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
     k.seq_in.push_back(
         {cat("residual ", residual_name(neuron, neuron.residuals[r])), config.residual_dtype});
   }
+  const int kept_base = static_cast<int>(k.seq_in.size());
+  if (neuron.inputs_kept)
+    for (std::size_t i = 0; i < spec.inputs.size(); ++i)
+      k.seq_in.push_back({cat("input ", spec.inputs[i]), config.kept_inputs.at(i)});
   std::vector<int> memo(fwd.size(), -1);
   std::function<int(int)> forward_value = [&](int id) -> int {
     int& m = memo[static_cast<std::size_t>(id)];
@@ -119,6 +123,8 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
       m = b.constant(in.constant);
     } else if (in.op == ir::Op::param) {
       m = b.leaf(ir::Op::param, in.slot);
+    } else if (in.op == ir::Op::seq_in && neuron.inputs_kept) {
+      m = b.leaf(ir::Op::seq_in, kept_base + in.slot);
     } else if (in.op == ir::Op::seq_in || in.op == ir::Op::carried) {
       throw std::logic_error("residual plan does not cover a value the backward reads");
     } else if (in.op == ir::Op::detach) {
@@ -239,7 +245,9 @@ std::shared_ptr<const StepKernel> forward_kernel(const NeuronCompiled& neuron,
 
 std::shared_ptr<const StepKernel> backward_kernel(const NeuronCompiled& neuron,
                                                   const BackwardKernelConfig& config) {
-  std::string key = cat("bwd ", dtype_name(config.residual_dtype), " out");
+  std::string key = cat("bwd ", dtype_name(config.residual_dtype), " kept");
+  for (DType d : config.kept_inputs) key += cat(" ", dtype_name(d));
+  key += " out";
   for (const auto& d : config.grad_outputs) key += cat(" ", dtype_key(d));
   key += " states";
   for (const auto& d : config.grad_state_seqs) key += cat(" ", dtype_key(d));

@@ -26,14 +26,26 @@ struct NeuronCompiled {
   std::vector<int> residuals;          // forward value ids stored per neuron-step
   std::vector<double> initial_values;  // per state
   std::vector<bool> output_is_spike;   // per output: its value is spike(...), 0 or 1
+  // The backward reads the inputs from the caller's arrays (kept by reference in the residuals,
+  // after the stored values) instead of a stored copy: the residual plan counts them as free.
+  bool inputs_kept = false;
 
   // Kernels assembled for earlier calls, by configuration: a repeated call costs a lookup, not
   // differentiation and listing (tens of microseconds, a tenth of a LIF step kernel's run).
   mutable std::mutex kernels_mutex;
   mutable std::map<std::string, std::shared_ptr<const StepKernel>> kernels;
+  mutable std::shared_ptr<const NeuronCompiled> channel_affine;  // made on first use
 };
 
 std::shared_ptr<const NeuronCompiled> compile_neuron(NeuronSpec spec);
+
+// The neuron with its one input first mapped per channel, x' = (x - bn_center) * bn_scale +
+// bn_shift (per_channel runtime params, the last three; bn_scale and bn_shift learnable): a
+// BatchNorm folded into the neuron that follows it, so the normalised values are never stored.
+// The gradients of bn_scale and bn_shift are the per-channel sums BatchNorm's backward needs,
+// sum(grad x' * (x - center)) and sum(grad x'). Its inputs are kept, not stored. Memoised in
+// `neuron`.
+std::shared_ptr<const NeuronCompiled> channel_affine_neuron(const NeuronCompiled& neuron);
 
 // Forward kinds. Slots: seq_in = the inputs; seq_out = the outputs, then (with state sequences)
 // the states, then (training) the residuals; carried = the states; params = the run-time params.
@@ -48,11 +60,14 @@ StepKernel make_forward_kernel(const NeuronCompiled& neuron, const ForwardKernel
 std::shared_ptr<const StepKernel> forward_kernel(const NeuronCompiled& neuron,
                                                  const ForwardKernelConfig& config);
 
-// Backward. Slots: seq_in = the residuals, then the given output gradients, then the given
+// Backward. Slots: seq_in = the residuals, then (inputs_kept) the inputs, then the given output
+// gradients, then the given
 // state-sequence gradients (each in neuron order); seq_out = the input gradients (f32);
 // carried = the state gradients, then one accumulator per learnable parameter.
 struct BackwardKernelConfig {
   DType residual_dtype = DType::f32;
+  std::vector<DType> kept_inputs;  // inputs_kept: each input's dtype (their slots follow the
+                                   // residuals')
   std::vector<std::optional<DType>> grad_outputs;     // per output; nullopt = zero
   std::vector<std::optional<DType>> grad_state_seqs;  // per state; nullopt = zero
 };

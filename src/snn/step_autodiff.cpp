@@ -288,7 +288,7 @@ class FlowGraph {
 
 }  // namespace
 
-std::vector<int> plan_residuals(const LoweredStep& step) {
+std::vector<int> plan_residuals(const LoweredStep& step, bool inputs_kept) {
   // What the derivative reads: differentiate into a scratch program that starts with a verbatim
   // copy of the forward (so forward ids are kept), with every gradient seed present.
   const auto& instrs = step.body.instrs;
@@ -329,9 +329,10 @@ std::vector<int> plan_residuals(const LoweredStep& step) {
   FlowGraph graph(2 * n + 2);
   for (int i = 0; i < n; ++i) {
     const ir::Instr& in = instrs[static_cast<std::size_t>(i)];
-    const bool free = in.op == ir::Op::constant || in.op == ir::Op::param;
+    const bool kept = in.op == ir::Op::seq_in && inputs_kept;  // read back, like a parameter
+    const bool free = in.op == ir::Op::constant || in.op == ir::Op::param || kept;
     graph.add(2 * i, 2 * i + 1, free ? FlowGraph::kInf : 1);
-    if (in.op == ir::Op::seq_in || in.op == ir::Op::carried)
+    if ((in.op == ir::Op::seq_in && !kept) || in.op == ir::Op::carried)
       graph.add(source, 2 * i, FlowGraph::kInf);
     if (ir::op_info(in.op).arity > 0)
       for (int operand : {in.a, in.b, in.c})

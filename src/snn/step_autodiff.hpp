@@ -31,7 +31,9 @@ struct AdjointResult {
 AdjointResult emit_adjoint(const LoweredStep& step, StepBuilder& out,
                            const std::function<int(int)>& forward_value, const AdjointSeeds& seeds);
 
-// Forward value ids the backward stores per neuron-step, in increasing order.
-std::vector<int> plan_residuals(const LoweredStep& step);
+// Forward value ids the backward stores per neuron-step, in increasing order. With inputs_kept
+// the backward reads the inputs from the caller's arrays, so they cost nothing and are never
+// stored.
+std::vector<int> plan_residuals(const LoweredStep& step, bool inputs_kept);
 
 }  // namespace flexkit::snn

@@ -147,10 +147,14 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
         if (in.op == ir::Op::constant) std::fill(dst, dst + lanes, in.constant);
         if (in.op == ir::Op::param) {
           const Array& param = launch.params[static_cast<std::size_t>(in.slot)];
-          if (k.params[static_cast<std::size_t>(in.slot)].per_neuron)
+          const ParamSlot& slot = k.params[static_cast<std::size_t>(in.slot)];
+          const float* values = static_cast<const float*>(param.data());
+          if (slot.per_neuron)
             load_lanes(param, n0, lanes, dst);
+          else if (slot.per_channel)  // a block's lanes may straddle two channels
+            for (int l = 0; l < lanes; ++l) dst[l] = values[(n0 + l) / launch.channel_neurons];
           else
-            std::fill(dst, dst + lanes, static_cast<const float*>(param.data())[0]);
+            std::fill(dst, dst + lanes, values[0]);
         }
       }
       for (std::int64_t step = 0; step < steps; ++step) {

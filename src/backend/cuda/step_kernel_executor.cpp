@@ -94,6 +94,7 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   args.neurons = n;
   args.steps = launch.steps;
   args.inner = inner;
+  args.channel_neurons = launch.channel_neurons > 0 ? launch.channel_neurons : 1;
   std::vector<std::size_t> flex_outputs;
   for (std::size_t s = 0; s < kernel.seq_in.size(); ++s) {
     args.seq_in[s] = launch.seq_in[s].data();

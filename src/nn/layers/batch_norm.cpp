@@ -48,11 +48,9 @@ Array BatchNorm::forward(const Array& x) {
     x_hat_ = new_tensor("normalised", x2.shape(), x.device());
     assign(x_hat_, (Expr(x2) - mu) * inv_std_, writes());
     assign(y, affine_ ? Expr(x_hat_) * gamma + beta : Expr(x_hat_), writes());
-    const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
-    Array rm = running_mean_.value.reshape({channels_, 1});
-    Array rv = running_var_.value.reshape({channels_, 1});
-    assign(rm, (1.0 - momentum_) * Expr(rm) + momentum_ * Expr(mu));
-    assign(rv, (1.0 - momentum_) * Expr(rv) + (momentum_ * unbias) * Expr(var));
+    update_running(mu, var, m);
+    x_ = Array();
+    mu_ = Array();
     input_shape_ = x.shape();
   } else {
     const Array rm = running_mean_.value.reshape({channels_, 1});
@@ -61,6 +59,74 @@ Array BatchNorm::forward(const Array& x) {
     assign(y, affine_ ? normalised * gamma + beta : normalised, writes());
   }
   return y.reshape(x.shape());
+}
+
+void BatchNorm::update_running(const Array& mu, const Array& var, std::int64_t m) {
+  const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
+  Array rm = running_mean_.value.reshape({channels_, 1});
+  Array rv = running_var_.value.reshape({channels_, 1});
+  assign(rm, (1.0 - momentum_) * Expr(rm) + momentum_ * Expr(mu));
+  assign(rv, (1.0 - momentum_) * Expr(rv) + (momentum_ * unbias) * Expr(var));
+}
+
+BatchNorm::Fold BatchNorm::fold_forward(const Array& x) {
+  const ActivationShape a = split_activation(x, describe());
+  output_features(a.features);
+  const Array x2 = x.contiguous().reshape({channels_, -1});
+  const std::int64_t m = x2.dim(1);
+  if (m < 2)
+    throw ValueError(cat(describe(), ": batch statistics need more than one value per channel"));
+  const Array mu = evaluate(mean(Expr(x2), 1), DType::f32);
+  const Array var = evaluate(mean(sqr(Expr(x2) - mu), 1), DType::f32);
+  inv_std_ = evaluate(reciprocal(sqrt(Expr(var) + eps_)), DType::f32);
+  update_running(mu, var, m);
+  x_ = x2;
+  mu_ = mu;
+  x_hat_ = Array();
+  input_shape_ = x.shape();
+  Fold fold;
+  fold.center = mu.reshape({channels_});
+  if (affine_) {
+    fold.scale = evaluate(Expr(inv_std_) * weight_.value.reshape({channels_, 1}), DType::f32)
+                     .reshape({channels_});
+    fold.shift = evaluate(Expr(bias_.value), DType::f32);
+  } else {
+    fold.scale = inv_std_.reshape({channels_});
+    fold.shift = Array::zeros({channels_}, DType::f32, x.device());
+  }
+  return fold;
+}
+
+Array BatchNorm::fold_backward(const Array& grad_through_scale, const Array& sum_centered,
+                               const Array& sum_g) {
+  if (!x_.defined())
+    throw ValueError(cat(describe(), ": fold_backward without a folded training forward"));
+  const Array g = grad_through_scale.contiguous().reshape(x_.shape());
+  const double m = static_cast<double>(x_.dim(1));
+  const Array sc = sum_centered.reshape({channels_, 1});
+  const Array s = sum_g.reshape({channels_, 1});
+  // sum(dL/dy * x_hat) = inv_std * sum(dL/dy * (x - mean)).
+  const Array sum_g_xhat = evaluate(Expr(inv_std_) * sc, DType::f32);
+  Expr scale = Expr(inv_std_);
+  if (affine_) {
+    scale = scale * weight_.value.reshape({channels_, 1});
+    ensure_grad(weight_);
+    ensure_grad(bias_);
+    Array gw = weight_.grad.reshape({channels_, 1});
+    Array gb = bias_.grad.reshape({channels_, 1});
+    assign(gw, Expr(gw) + sum_g_xhat, writes());
+    assign(gb, Expr(gb) + s, writes());
+  }
+  // What the unfused backward computes, scale * (g_y - sum/m - x_hat * sum_g_xhat/m), with
+  // scale * g_y given: two per-channel coefficients, then one pass over the elements.
+  const Array shift_coef = evaluate(scale * Expr(s) * (1.0 / m), DType::f32);
+  const Array slope_coef = evaluate(scale * Expr(inv_std_) * sum_g_xhat * (1.0 / m), DType::f32);
+  Array grad_x = new_tensor("input gradient", g.shape(), g.device(), TensorClass::gradients);
+  assign(grad_x, Expr(g) - shift_coef - Expr(slope_coef) * (Expr(x_) - mu_), writes());
+  x_ = Array();
+  mu_ = Array();
+  inv_std_ = Array();
+  return grad_x.reshape(input_shape_);
 }
 
 Array BatchNorm::backward(const Array& grad_output) {
@@ -107,6 +173,8 @@ void BatchNorm::to(Device device) {
   for (Parameter* p : parameters()) move_parameter(*p, device);
   x_hat_ = Array();
   inv_std_ = Array();
+  x_ = Array();
+  mu_ = Array();
 }
 
 JsonValue BatchNorm::config() const {

@@ -22,9 +22,29 @@ Array as_flex16(const Array& x, const Autoflex& manager) {
 
 }  // namespace
 
+// The spiking layer a training BatchNorm at `i` folds into, for input x, or null.
+Spiking* Sequential::fold_target(std::size_t i, const Array& x) {
+  auto* bn = dynamic_cast<BatchNorm*>(layers_[i].get());
+  if (!bn || !bn->training() || i + 1 >= layers_.size() || !x.defined()) return nullptr;
+  auto* sn = dynamic_cast<Spiking*>(layers_[i + 1].get());
+  if (!sn || !sn->training() || x.rank() < 3 || x.dim(x.rank() - 2) != sn->time_steps())
+    return nullptr;
+  return sn;
+}
+
 Array Sequential::forward(const Array& x) {
   Array h = precision_.dtype == DType::flex16 && x.defined() ? as_flex16(x, input_manager_) : x;
-  for (auto& layer : layers_) h = layer->forward(h);
+  folded_.assign(layers_.size(), 0);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (Spiking* sn = fold_target(i, h)) {
+      const BatchNorm::Fold fold = static_cast<BatchNorm&>(*layers_[i]).fold_forward(h);
+      h = sn->forward_folded(h, fold);
+      folded_[i] = 1;
+      ++i;
+      continue;
+    }
+    h = layers_[i]->forward(h);
+  }
   return h;
 }
 
@@ -32,7 +52,18 @@ Array Sequential::backward(const Array& grad_output) {
   Array g = precision_.dtype == DType::flex16 && grad_output.defined()
                 ? as_flex16(grad_output, loss_gradient_manager_)
                 : grad_output;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward(g);
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    if (i > 0 && i - 1 < folded_.size() && folded_[i - 1]) {
+      auto& sn = static_cast<Spiking&>(*layers_[i]);
+      g = sn.backward(g);
+      const Spiking::FoldGradients& sums = sn.fold_gradients();
+      g = static_cast<BatchNorm&>(*layers_[i - 1]).fold_backward(g, sums.sum_centered, sums.sum);
+      folded_[i - 1] = 0;
+      --i;
+      continue;
+    }
+    g = layers_[i]->backward(g);
+  }
   return g;
 }
 

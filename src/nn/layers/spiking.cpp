@@ -28,10 +28,22 @@ std::string Spiking::describe() const {
 }
 
 Array Spiking::forward(const Array& x) {
+  return run_forward(x, nullptr);
+}
+
+Array Spiking::forward_folded(const Array& x, const BatchNorm::Fold& fold) {
+  if (!training_) throw ValueError(cat(describe(), ": a folded forward is a training forward"));
+  return run_forward(x, &fold);
+}
+
+Array Spiking::run_forward(const Array& x, const BatchNorm::Fold* fold) {
   const ActivationShape a = split_activation(x, describe());
   const int time_axis = x.rank() - 2;
   Array seq = x.contiguous();
   repeated_input_ = a.steps == 1 && steps_ > 1;
+  if (fold && a.steps != steps_)
+    throw ShapeError(cat(describe(), ": a folded forward needs all ", steps_,
+                         " time steps in its input, got ", a.steps));
   if (repeated_input_) {
     // A u8 input repeats as u8; anything else as what the layer stores.
     const Shape shape = with_time_batch(a.features, steps_, a.batch);
@@ -44,13 +56,19 @@ Array Spiking::forward(const Array& x) {
   }
   NamedArrays params;
   for (const Parameter& p : params_) params.emplace(p.name, p.value);
+  folded_ = fold != nullptr;
+  if (fold) {
+    params.emplace("bn_center", fold->center);
+    params.emplace("bn_scale", fold->scale);
+    params.emplace("bn_shift", fold->shift);
+  }
   NeuronStorage storage;
   storage.time_axis = time_axis;
   if (flex()) storage.spike_dtype = DType::u8;
   const NeuronKernelKind kind =
       training_ ? NeuronKernelKind::training_forward : NeuronKernelKind::inference_final_state;
-  NeuronForward f =
-      neuron_forward(neuron_, kind, {{neuron_.inputs()[0], seq}}, {}, params, storage);
+  const Neuron neuron = fold ? neuron_.with_channel_affine() : neuron_;
+  NeuronForward f = neuron_forward(neuron, kind, {{neuron_.inputs()[0], seq}}, {}, params, storage);
   residuals_ = training_ ? f.residuals : nullptr;
   input_shape_ = x.shape();
   Array out = f.outputs.at(neuron_.outputs()[0]);
@@ -64,9 +82,20 @@ Array Spiking::forward(const Array& x) {
 
 Array Spiking::backward(const Array& grad_output) {
   if (!residuals_) throw ValueError(cat(describe(), ": backward without a training forward"));
+  const Neuron neuron = folded_ ? neuron_.with_channel_affine() : neuron_;
   NeuronGradients g =
-      neuron_backward(neuron_, *residuals_, {{neuron_.outputs()[0], grad_output.contiguous()}});
+      neuron_backward(neuron, *residuals_, {{neuron_.outputs()[0], grad_output.contiguous()}});
   residuals_ = nullptr;
+  if (folded_) {
+    fold_gradients_ = {g.params.at("bn_scale"), g.params.at("bn_shift")};
+    folded_ = false;
+    // dL/dy * scale, f32: BatchNorm::fold_backward turns it into the stored input gradient.
+    for (Parameter& p : params_) {
+      ensure_grad(p);
+      assign(p.grad, Expr(p.grad) + g.params.at(p.name).reshape({}), writes());
+    }
+    return g.inputs.at(neuron_.inputs()[0]).reshape(input_shape_);
+  }
   for (Parameter& p : params_) {
     ensure_grad(p);
     assign(p.grad, Expr(p.grad) + g.params.at(p.name).reshape({}), writes());
@@ -95,6 +124,8 @@ void Spiking::to(Device device) {
   Layer::to(device);
   for (Parameter& p : params_) move_parameter(p, device);
   residuals_ = nullptr;
+  folded_ = false;
+  fold_gradients_ = {};
 }
 
 JsonValue Spiking::config() const {
