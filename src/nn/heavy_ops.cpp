@@ -6,8 +6,19 @@
 
 namespace flexkit::nn::heavy {
 
+namespace {
+
+// Spikes stay u8 between layers in either precision; beside an f32 operand (the f32 products
+// take f32 × f32) they are widened to f32 for the call.
+Array widened_beside(const Array& x, const Array& other) {
+  if (x.dtype() == DType::u8 && other.dtype() == DType::f32) return evaluate(Expr(x), DType::f32);
+  return x;
+}
+
+}  // namespace
+
 void matmul(const Array& a, const Array& b, const Array& out, const HeavyOpOptions& options) {
-  dot(a, b, out, options);
+  dot(widened_beside(a, b), widened_beside(b, a), out, options);
 }
 
 namespace {
@@ -58,6 +69,7 @@ Array padded_input(const Array& input, const Geometry& g) {
   return padded;
 }
 
+// `a` is the f32 operand that decides (the filter or the output gradient).
 bool lowered(const ConvPlan& plan, const Array& a, ConvRoute route) {
   if (route == ConvRoute::automatic)
     return a.device().is_cuda() && a.dtype() == DType::f32 && plain_geometry(plan);
@@ -98,13 +110,13 @@ void columns_adjoint(const ConvPlan& plan, const Array& columns, const Array& gr
 ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filter,
                      const Array& out, bool keep, ConvRoute route, const ConvOptions& options) {
   ConvSaved saved;
-  if (lowered(plan, input, route)) {
+  if (lowered(plan, filter, route)) {  // the column gather widens u8 spikes itself
     const Geometry g = geometry(plan);
     Array columns = conv_columns(plan, input);
     matmul(filter.reshape({g.c * g.r * g.s, g.k}).T(), columns, out.reshape({g.k, -1}));
     if (keep) saved.columns = columns;
   } else {
-    plan.fprop(input, filter, out, options);
+    plan.fprop(widened_beside(input, filter), filter, out, options);
   }
   if (keep) saved.input = input;
   return saved;
@@ -133,7 +145,7 @@ void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad
            options);
     return;
   }
-  plan.update(saved.input, grad_out, grad_filter, options);
+  plan.update(widened_beside(saved.input, grad_out), grad_out, grad_filter, options);
 }
 
 }  // namespace flexkit::nn::heavy

@@ -64,7 +64,7 @@ Array Spiking::run_forward(const Array& x, const BatchNorm::Fold* fold) {
   }
   NeuronStorage storage;
   storage.time_axis = time_axis;
-  if (flex()) storage.spike_dtype = DType::u8;
+  storage.spike_dtype = DType::u8;  // 0/1 exactly, a quarter of f32's bytes
   const NeuronKernelKind kind =
       training_ ? NeuronKernelKind::training_forward : NeuronKernelKind::inference_final_state;
   const Neuron neuron = fold ? neuron_.with_channel_affine() : neuron_;
