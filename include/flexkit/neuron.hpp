@@ -58,6 +58,11 @@ struct NeuronStorage {
   // are read and written in place. States, final states, per-neuron params and initial-state
   // gradients stay [*shape] (shape = the sequence shape without the time axis).
   int time_axis = 0;
+  // 0: the inputs carry their T steps. k > 0: every input has one step (size 1 at time_axis),
+  // read at each of k steps (a constant input current, e.g. an image) without being repeated in
+  // memory; the outputs have k steps, and neuron_backward returns the inputs' gradients summed
+  // over the steps, in the inputs' one-step shape.
+  std::int64_t repeat_steps = 0;
 };
 
 // A parameter's role: fixed ones are compiled into the kernel; learnable and per-neuron ones are

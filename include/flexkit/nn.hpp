@@ -302,8 +302,9 @@ class Spiking : public Layer {
   std::int64_t time_steps() const { return steps_; }
 
   // The forward with a BatchNorm's map folded in front of the neuron (BatchNorm::fold_forward),
-  // for an input with all T steps; backward then returns dL/dy * scale and keeps the per-channel
-  // sums BatchNorm::fold_backward takes.
+  // for an input with all T steps or one (read at every step); backward then returns dL/dy *
+  // scale (summed over the steps for a one-step input) and keeps the per-channel sums
+  // BatchNorm::fold_backward takes.
   Array forward_folded(const Array& x, const BatchNorm::Fold& fold);
   struct FoldGradients {
     Array sum_centered, sum;  // [C] each

@@ -50,7 +50,7 @@ class Generator {
     for (const ir::Instr& in : k.body.instrs)
       if (in.op == ir::Op::seq_in) used_in_[static_cast<std::size_t>(in.slot)] = true;
     int loaded = 0;
-    for (bool used : used_in_) loaded += used ? 1 : 0;
+    for (std::size_t s = 0; s < used_in_.size(); ++s) loaded += per_step(s) ? 1 : 0;
     // Registers for the batch grow with the loaded sequences; fewer steps ahead then.
     batch_ = loaded <= 4 ? 8 : 4;
   }
@@ -148,6 +148,8 @@ class Generator {
                comment_safe(k_.carried[c].name));
   }
 
+  bool steady(std::size_t s) const { return used_in_[s] && k_.seq_in[s].steady; }
+  bool per_step(std::size_t s) const { return used_in_[s] && !k_.seq_in[s].steady; }
   std::string in_iwl(std::size_t s) const { return cat("in", s, "_iwl"); }
   std::string out_iwl(std::size_t s) const { return cat("out", s, "_iwl"); }
   std::string out_stats(std::size_t s) const { return cat("out", s, "_stats"); }
@@ -166,9 +168,10 @@ class Generator {
   void inputs(const Raw& raw) {
     std::string init;
     for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
-      init +=
-          cat(s ? ", " : "",
-              used_in_[s] ? codegen::device_load(k_.seq_in[s].dtype, raw(s), in_iwl(s)) : "0.0f");
+      init += cat(s ? ", " : "", steady(s) ? cat("steady", s, "[l]")
+                                 : used_in_[s]
+                                     ? codegen::device_load(k_.seq_in[s].dtype, raw(s), in_iwl(s))
+                                     : std::string("0.0f"));
     if (k_.seq_in.empty()) init = "0.0f";
     os_.line("const float in[", ni(), "] = {", init, "};");
   }
@@ -194,7 +197,7 @@ class Generator {
     const char* guard = guarded ? "if (u < count) " : "";
     os_.line("const int64_t first = ", first_t, " * inner + base;");
     for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
-      if (!used_in_[s]) continue;
+      if (!per_step(s)) continue;
       os_.line(codegen::device_type(k_.seq_in[s].dtype), " raw", s, "[kBatch][V];");
       os_.line("#pragma unroll");
       os_.line("for (int u = 0; u < kBatch; ++u)");
@@ -252,9 +255,16 @@ class Generator {
         os_.line("const int64_t base = i + (i / inner) * (steps - 1) * inner;");
         os_.line("float p[V][", np(), "];");
         os_.line("float state[V][", nc(), "];");
+        for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
+          if (steady(s)) os_.line("float steady", s, "[V];  // one value for every step");
         {
           os_.line("#pragma unroll");
           CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
+          for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
+            if (steady(s))  // [outer, 1, inner]: neuron n's value is element n
+              os_.line("steady", s, "[l] = ",
+                       codegen::device_load(k_.seq_in[s].dtype, cat("in", s, "[i + l]"), in_iwl(s)),
+                       ";");
           for (std::size_t q = 0; q < k_.params.size(); ++q)
             os_.line("p[l][", q, "] = __ldg(args.params[", q, "]",
                      k_.params[q].per_neuron    ? " + i + l"
@@ -286,7 +296,7 @@ class Generator {
           CodeStream::Scope rest(os_, "for (; step < steps; ++step)");
           os_.line("const int64_t at = ", first_t, " * inner + base;");
           for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
-            if (!used_in_[s]) continue;
+            if (!per_step(s)) continue;
             os_.line(codegen::device_type(k_.seq_in[s].dtype), " raw", s, "[V];");
             os_.line("ldcs_lanes<V>(in", s, " + at, raw", s, ");");
           }

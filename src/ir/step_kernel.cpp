@@ -72,7 +72,7 @@ std::string to_string(const StepKernel& kernel) {
       cat("step_kernel ", kernel.name, kernel.reverse ? " (reverse)" : " (forward)", "\n");
   for (std::size_t i = 0; i < kernel.seq_in.size(); ++i)
     s += cat("  seq_in ", i, " ", kernel.seq_in[i].name, ": ", dtype_name(kernel.seq_in[i].dtype),
-             "\n");
+             kernel.seq_in[i].steady ? " (steady)" : "", "\n");
   for (std::size_t i = 0; i < kernel.seq_out.size(); ++i)
     s += cat("  seq_out ", i, " ", kernel.seq_out[i].name, ": ",
              dtype_name(kernel.seq_out[i].dtype), "\n");

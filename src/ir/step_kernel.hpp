@@ -11,7 +11,7 @@
 //   at(t, n) = o * T * inner + t * inner + i
 //   carried[k] = carried_init[k] ? carried_init[k][n] : carried[k].init_value
 //   for step in 0..T-1:  t = reverse ? T-1-step : step
-//     value of a seq_in leaf i = load(seq_in[i][at(t, n)])       (converted to float)
+//     value of a seq_in leaf i = load(seq_in[i][steady ? n : at(t, n)])  (converted to float)
 //     value of a carried leaf k = carried[k]
 //     value of a param leaf p  = params[p][per_neuron ? n : per_channel ? n / channel_neurons : 0]
 //     run body; seq_out[j][at(t, n)] = store(value seq_out_value[j])
@@ -40,6 +40,9 @@ struct StepProgram {
 struct SequenceSlot {
   std::string name;  // for generated code comments, errors and introspection
   DType dtype = DType::f32;
+  // seq_in only: one value per neuron, [outer, 1, inner], read at every step (a constant input
+  // current), loaded once.
+  bool steady = false;
 };
 
 struct CarriedSlot {

@@ -113,6 +113,18 @@ Array launch_view(const Array& a, const Geometry& g) {
   return a.reshape({g.outer(), g.steps, g.inner});
 }
 
+// A steady (one-step) input of `g`: [outer, 1, inner].
+Array steady_view(const Array& a, const Geometry& g) {
+  return a.reshape({g.outer(), 1, g.inner});
+}
+
+// The full shape of a one-step sequence of `g`.
+Shape one_step_shape(const Geometry& g) {
+  Shape full = g.shape;
+  full.insert(full.begin() + g.time_axis, 1);
+  return full;
+}
+
 Array new_sequence(const Geometry& g, DType dtype, int iwl) {
   Array a = Array::empty(g.sequence_shape(), dtype, g.device);
   if (dtype == DType::flex16) a.set_iwl(iwl);
@@ -308,8 +320,18 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
     if (!inputs.count(input))
       throw ValueError(cat("neuron ", name, ": input '", input,
                            "' is missing; inputs: ", name_list(c.spec.inputs)));
-  const Geometry g =
+  Geometry g =
       check_sequences(name, inputs, c.spec.inputs, "input", storage.time_axis, std::nullopt);
+  const bool steady = storage.repeat_steps > 0;
+  if (storage.repeat_steps < 0)
+    throw ValueError(
+        cat("NeuronStorage::repeat_steps must not be negative, got ", storage.repeat_steps));
+  if (steady) {
+    if (g.steps != 1)
+      throw ShapeError(cat("neuron ", name, ": NeuronStorage::repeat_steps reads one-step inputs, ",
+                           "but the inputs have ", g.steps, " steps at axis ", g.time_axis));
+    g.steps = storage.repeat_steps;
+  }
   std::vector<Array> init =
       per_neuron_arrays(name, initial_states, c.spec.states, "initial state", g);
   std::vector<Array> param_values = runtime_params(c, params, g);
@@ -326,7 +348,7 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
   for (const std::string& input : c.spec.inputs) {
     Array x = as_kernel_sequence(inputs.at(input));
     config.input_dtypes.push_back(x.dtype());
-    launch.seq_in.push_back(launch_view(x, g));
+    launch.seq_in.push_back(steady ? steady_view(x, g) : launch_view(x, g));
     kernel_inputs.push_back(x);
   }
   const std::shared_ptr<const snn::StepKernel> kernel_ptr = snn::forward_kernel(c, config);
@@ -373,6 +395,7 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
     residuals->time_axis = g.time_axis;
     residuals->device = g.device;
     residuals->residual_dtype = storage.residual_dtype;
+    residuals->steady_inputs = steady;
     while (next < sequences.size()) residuals->values.push_back(sequences[next++]);
     if (c.inputs_kept)  // read by the backward where they are
       for (const Array& x : kernel_inputs) residuals->values.push_back(x);
@@ -409,6 +432,7 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
 
   snn::BackwardKernelConfig config;
   config.residual_dtype = residuals.residual_dtype;
+  config.steady_inputs = residuals.steady_inputs;
   for (std::size_t r = c.residuals.size(); r < residuals.values.size(); ++r)
     config.kept_inputs.push_back(residuals.values[r].dtype());
   snn::StepKernelLaunch launch;
@@ -416,7 +440,11 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
   launch.steps = g.steps;
   launch.inner = g.inner;
   launch.channel_neurons = g.channel_neurons();
-  for (const Array& r : residuals.values) launch.seq_in.push_back(launch_view(r, g));
+  for (std::size_t r = 0; r < residuals.values.size(); ++r) {
+    const bool kept = r >= c.residuals.size();
+    launch.seq_in.push_back(kept && residuals.steady_inputs ? steady_view(residuals.values[r], g)
+                                                            : launch_view(residuals.values[r], g));
+  }
   for (const std::string& output : c.spec.outputs) {
     auto it = grad_outputs.find(output);
     if (it == grad_outputs.end()) {
@@ -441,17 +469,25 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
   const snn::StepKernel& kernel = *kernel_ptr;
 
   NeuronGradients result;
-  for (const std::string& input : c.spec.inputs) {
-    Array gx = new_sequence(g, DType::f32, 0);
-    result.inputs.emplace(input, gx);
-    launch.seq_out.push_back(launch_view(gx, g));
-  }
+  if (!residuals.steady_inputs)
+    for (const std::string& input : c.spec.inputs) {
+      Array gx = new_sequence(g, DType::f32, 0);
+      result.inputs.emplace(input, gx);
+      launch.seq_out.push_back(launch_view(gx, g));
+    }
   for (std::size_t s = 0; s < c.spec.states.size(); ++s) {
     launch.carried_init.push_back(grad_final[s]);
     Array gv0 = Array::empty(g.shape, DType::f32, g.device);
     result.initial_states.emplace(c.spec.states[s], gv0);
     launch.carried_final.push_back(gv0.reshape({g.neurons}));
   }
+  if (residuals.steady_inputs)  // summed over the steps by the kernel, in its step order
+    for (const std::string& input : c.spec.inputs) {
+      Array gx = Array::empty(one_step_shape(g), DType::f32, g.device);
+      result.inputs.emplace(input, gx);
+      launch.carried_init.emplace_back();
+      launch.carried_final.push_back(gx.reshape({g.neurons}));
+    }
   std::vector<Array> partials;
   for (int slot : snn::learnable_param_slots(c)) {
     (void)slot;

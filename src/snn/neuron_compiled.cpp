@@ -56,7 +56,8 @@ StepKernel make_forward_kernel(const NeuronCompiled& neuron, const ForwardKernel
   StepKernel k;
   k.name = kernel_name(neuron, to_string(config.kind));
   for (std::size_t i = 0; i < spec.inputs.size(); ++i)
-    k.seq_in.push_back({spec.inputs[i], config.input_dtypes.at(i)});
+    k.seq_in.push_back(
+        {spec.inputs[i], config.input_dtypes.at(i), config.storage.repeat_steps > 0});
   for (std::size_t s = 0; s < spec.states.size(); ++s)
     k.carried.push_back({spec.states[s], static_cast<float>(neuron.initial_values[s])});
   k.params = step.runtime_params;
@@ -111,7 +112,8 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   const int kept_base = static_cast<int>(k.seq_in.size());
   if (neuron.inputs_kept)
     for (std::size_t i = 0; i < spec.inputs.size(); ++i)
-      k.seq_in.push_back({cat("input ", spec.inputs[i]), config.kept_inputs.at(i)});
+      k.seq_in.push_back(
+          {cat("input ", spec.inputs[i]), config.kept_inputs.at(i), config.steady_inputs});
   std::vector<int> memo(fwd.size(), -1);
   std::function<int(int)> forward_value = [&](int id) -> int {
     int& m = memo[static_cast<std::size_t>(id)];
@@ -161,12 +163,19 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   const AdjointResult grads = emit_adjoint(step, b, forward_value, seeds);
 
   std::vector<int> values;
-  for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
-    k.seq_out.push_back({cat("grad ", spec.inputs[i]), DType::f32});
-    values.push_back(grads.inputs[i] >= 0 ? grads.inputs[i] : b.constant(0.0f));
-  }
+  if (!config.steady_inputs)
+    for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
+      k.seq_out.push_back({cat("grad ", spec.inputs[i]), DType::f32});
+      values.push_back(grads.inputs[i] >= 0 ? grads.inputs[i] : b.constant(0.0f));
+    }
   for (std::size_t s = 0; s < spec.states.size(); ++s)
     values.push_back(grads.old_states[s] >= 0 ? grads.old_states[s] : b.constant(0.0f));
+  if (config.steady_inputs)  // summed over the steps, like a per-neuron parameter's gradient
+    for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
+      const int acc = b.leaf(ir::Op::carried, static_cast<int>(k.carried.size()));
+      k.carried.push_back({cat("grad ", spec.inputs[i], " (summed over the steps)"), 0.0f});
+      values.push_back(grads.inputs[i] >= 0 ? b.op(ir::Op::add, acc, grads.inputs[i]) : acc);
+    }
   for (int slot : learnable_param_slots(neuron)) {
     const int acc = b.leaf(ir::Op::carried, static_cast<int>(k.carried.size()));
     k.carried.push_back(
@@ -177,7 +186,7 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   std::vector<int*> roots;
   for (int& v : values) roots.push_back(&v);
   k.body = prune_program(b.program(), roots, /*strip_detach=*/true);
-  const std::size_t outs = spec.inputs.size();
+  const std::size_t outs = config.steady_inputs ? 0 : spec.inputs.size();
   k.seq_out_value.assign(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(outs));
   k.carried_next.assign(values.begin() + static_cast<std::ptrdiff_t>(outs), values.end());
   return k;
@@ -235,17 +244,18 @@ std::string dtype_key(const std::optional<DType>& d) {
 
 std::shared_ptr<const StepKernel> forward_kernel(const NeuronCompiled& neuron,
                                                  const ForwardKernelConfig& config) {
-  std::string key =
-      cat("fwd ", to_string(config.kind), " ", dtype_name(config.storage.sequence_dtype), " ",
-          dtype_name(config.storage.spike_dtype), " ", dtype_name(config.storage.residual_dtype),
-          " ", config.storage.keep_state_sequences, " in");
+  std::string key = cat(
+      "fwd ", to_string(config.kind), " ", dtype_name(config.storage.sequence_dtype), " ",
+      dtype_name(config.storage.spike_dtype), " ", dtype_name(config.storage.residual_dtype), " ",
+      config.storage.keep_state_sequences, " repeat ", config.storage.repeat_steps > 0, " in");
   for (DType d : config.input_dtypes) key += cat(" ", dtype_name(d));
   return memoised(neuron, key, [&] { return make_forward_kernel(neuron, config); });
 }
 
 std::shared_ptr<const StepKernel> backward_kernel(const NeuronCompiled& neuron,
                                                   const BackwardKernelConfig& config) {
-  std::string key = cat("bwd ", dtype_name(config.residual_dtype), " kept");
+  std::string key =
+      cat("bwd ", dtype_name(config.residual_dtype), " steady ", config.steady_inputs, " kept");
   for (DType d : config.kept_inputs) key += cat(" ", dtype_name(d));
   key += " out";
   for (const auto& d : config.grad_outputs) key += cat(" ", dtype_key(d));

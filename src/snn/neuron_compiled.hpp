@@ -63,11 +63,15 @@ std::shared_ptr<const StepKernel> forward_kernel(const NeuronCompiled& neuron,
 // Backward. Slots: seq_in = the residuals, then (inputs_kept) the inputs, then the given output
 // gradients, then the given
 // state-sequence gradients (each in neuron order); seq_out = the input gradients (f32);
-// carried = the state gradients, then one accumulator per learnable parameter.
+// carried = the state gradients, then (steady_inputs) the inputs' gradients summed over the
+// steps, then one accumulator per learnable parameter.
 struct BackwardKernelConfig {
   DType residual_dtype = DType::f32;
   std::vector<DType> kept_inputs;  // inputs_kept: each input's dtype (their slots follow the
                                    // residuals')
+  // The forward read steady inputs (NeuronStorage::repeat_steps): their gradients are carried
+  // sums over the steps (after the learnable parameters' accumulators), not sequences.
+  bool steady_inputs = false;
   std::vector<std::optional<DType>> grad_outputs;     // per output; nullopt = zero
   std::vector<std::optional<DType>> grad_state_seqs;  // per state; nullopt = zero
 };

@@ -16,6 +16,7 @@ struct NeuronResiduals {
   int time_axis = 0;  // where T sits in the forward's sequences (and so in values)
   Device device = Device::cpu();
   DType residual_dtype = DType::f32;
+  bool steady_inputs = false;  // NeuronStorage::repeat_steps: kept inputs have one step
   // per planned residual, then (inputs_kept) the kernel inputs: the inputs' full shape
   std::vector<Array> values;
   std::vector<Array> params;  // per run-time parameter: the f32 values the forward read

@@ -140,11 +140,13 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
         else
           std::fill(dst, dst + lanes, k.carried[c].init_value);
       }
-      // Constants and parameters do not change over the steps.
+      // Constants, parameters and steady inputs do not change over the steps.
       for (std::size_t i = 0; i < values; ++i) {
         const ir::Instr& in = k.body.instrs[i];
         float* dst = lane_ptr(static_cast<int>(i));
         if (in.op == ir::Op::constant) std::fill(dst, dst + lanes, in.constant);
+        if (in.op == ir::Op::seq_in && k.seq_in[static_cast<std::size_t>(in.slot)].steady)
+          load_lanes(launch.seq_in[static_cast<std::size_t>(in.slot)], n0, lanes, dst);
         if (in.op == ir::Op::param) {
           const Array& param = launch.params[static_cast<std::size_t>(in.slot)];
           const ParamSlot& slot = k.params[static_cast<std::size_t>(in.slot)];
@@ -168,7 +170,8 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
             case ir::Op::param:
               break;
             case ir::Op::seq_in:
-              load_lanes(launch.seq_in[static_cast<std::size_t>(in.slot)], base, lanes, dst);
+              if (!k.seq_in[static_cast<std::size_t>(in.slot)].steady)
+                load_lanes(launch.seq_in[static_cast<std::size_t>(in.slot)], base, lanes, dst);
               break;
             case ir::Op::carried:
               std::memcpy(dst, carried.data() + static_cast<std::size_t>(in.slot) * kLanes,

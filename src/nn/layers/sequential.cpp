@@ -27,8 +27,9 @@ Spiking* Sequential::fold_target(std::size_t i, const Array& x) {
   auto* bn = dynamic_cast<BatchNorm*>(layers_[i].get());
   if (!bn || !bn->training() || i + 1 >= layers_.size() || !x.defined()) return nullptr;
   auto* sn = dynamic_cast<Spiking*>(layers_[i + 1].get());
-  if (!sn || !sn->training() || x.rank() < 3 || x.dim(x.rank() - 2) != sn->time_steps())
-    return nullptr;
+  if (!sn || !sn->training() || x.rank() < 3) return nullptr;
+  const std::int64_t steps = x.dim(x.rank() - 2);
+  if (steps != sn->time_steps() && steps != 1) return nullptr;  // the layer's shape error then
   return sn;
 }
 

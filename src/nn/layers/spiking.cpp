@@ -39,21 +39,13 @@ Array Spiking::forward_folded(const Array& x, const BatchNorm::Fold& fold) {
 Array Spiking::run_forward(const Array& x, const BatchNorm::Fold* fold) {
   const ActivationShape a = split_activation(x, describe());
   const int time_axis = x.rank() - 2;
-  Array seq = x.contiguous();
+  const Array seq = x.contiguous();
+  // A one-step input is the same at every step: the kernel reads it at each of the T steps
+  // (NeuronStorage::repeat_steps) and sums its gradient over them.
   repeated_input_ = a.steps == 1 && steps_ > 1;
-  if (fold && a.steps != steps_)
-    throw ShapeError(cat(describe(), ": a folded forward needs all ", steps_,
-                         " time steps in its input, got ", a.steps));
-  if (repeated_input_) {
-    // A u8 input repeats as u8; anything else as what the layer stores.
-    const Shape shape = with_time_batch(a.features, steps_, a.batch);
-    seq = x.dtype() == DType::u8 ? Array::empty(shape, DType::u8, x.device())
-                                 : new_tensor("repeated input", shape, x.device());
-    assign(seq, Expr(x), x.dtype() == DType::u8 ? AssignOptions{} : writes());
-  } else if (a.steps != steps_) {
+  if (!repeated_input_ && a.steps != steps_)
     throw ShapeError(
         cat(describe(), ": the input has ", a.steps, " time steps, the layer runs ", steps_));
-  }
   NamedArrays params;
   for (const Parameter& p : params_) params.emplace(p.name, p.value);
   folded_ = fold != nullptr;
@@ -65,6 +57,7 @@ Array Spiking::run_forward(const Array& x, const BatchNorm::Fold* fold) {
   NeuronStorage storage;
   storage.time_axis = time_axis;
   storage.spike_dtype = DType::u8;  // 0/1 exactly, a quarter of f32's bytes
+  if (repeated_input_) storage.repeat_steps = steps_;
   const NeuronKernelKind kind =
       training_ ? NeuronKernelKind::training_forward : NeuronKernelKind::inference_final_state;
   const Neuron neuron = fold ? neuron_.with_channel_affine() : neuron_;
@@ -100,11 +93,10 @@ Array Spiking::backward(const Array& grad_output) {
     ensure_grad(p);
     assign(p.grad, Expr(p.grad) + g.params.at(p.name).reshape({}), writes());
   }
-  const Array gx = g.inputs.at(neuron_.inputs()[0]);  // f32 from the kernel
-  Expr summed = repeated_input_ ? sum(Expr(gx), gx.rank() - 2) : Expr(gx);
-  if (!flex()) return (repeated_input_ ? evaluate(summed) : gx).reshape(input_shape_);
-  Array out = new_tensor("input gradient", summed.shape(), gx.device(), TensorClass::gradients);
-  assign(out, summed, writes());
+  const Array gx = g.inputs.at(neuron_.inputs()[0]);  // f32, summed over T for a repeated input
+  if (!flex()) return gx.reshape(input_shape_);
+  Array out = new_tensor("input gradient", gx.shape(), gx.device(), TensorClass::gradients);
+  assign(out, Expr(gx), writes());
   return out.reshape(input_shape_);
 }
 
