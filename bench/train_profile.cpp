@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   };
   // One epoch of exactly `steps` batches (the trainer's batch is the preset's, 128 for both).
   config.limit = steps * 128;
-  nn::train(config);
+  const nn::TrainResult result = nn::train(config);
   CUPTI_CHECK(cuptiActivityFlushAll(1));
 
   if (static_cast<std::int64_t>(marks.size()) < steps) {
@@ -198,6 +198,8 @@ int main(int argc, char** argv) {
   std::printf("| host waits for the GPU | %.1f (%.3f ms) |\n", waits / n, wait_ns / n / 1e6);
   std::printf("| GPU time in kernels, copies, memsets (ms) | %.3f |\n", gpu_ns / n / 1e6);
   std::printf("| kernel launches | %.1f |\n", kernels / n);
+  std::printf("| peak device memory, the whole run (GiB) | %.3f |\n",
+              static_cast<double>(result.peak_device_bytes) / (1024.0 * 1024.0 * 1024.0));
   std::printf("| copies | %.1f |\n| memsets | %.1f |\n", copies / n, memsets / n);
 
   std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> top(by_name.begin(),

@@ -63,14 +63,14 @@ TEST(ConvLowering, MatchesThePlannedKernels) {
     Array gf_lowered = Array::full(plan.filter_shape(), 0.25, DType::f32, device);
     Array gf_planned = Array::full(plan.filter_shape(), 0.25, DType::f32, device);
     nn::heavy::conv_update(plan, saved, g, gf_lowered, {.beta = 1.0}, ConvRoute::lowered);
-    nn::heavy::conv_update(plan, {x, Array()}, g, gf_planned, {.beta = 1.0}, ConvRoute::planned);
+    nn::heavy::conv_update(plan, {x}, g, gf_planned, {.beta = 1.0}, ConvRoute::planned);
     expect_close(gf_lowered, gf_planned, "update");
-    // Without the saved columns the lowered update gathers them again.
-    Array gf_regathered = Array::zeros(plan.filter_shape(), DType::f32, device);
-    nn::heavy::conv_update(plan, {x, Array()}, g, gf_regathered, {}, ConvRoute::lowered);
+    // beta = 0 overwrites.
+    Array gf_overwritten = Array::full(plan.filter_shape(), 7.0, DType::f32, device);
+    nn::heavy::conv_update(plan, {x}, g, gf_overwritten, {}, ConvRoute::lowered);
     Array gf_zero_start = Array::zeros(plan.filter_shape(), DType::f32, device);
-    nn::heavy::conv_update(plan, {x, Array()}, g, gf_zero_start, {}, ConvRoute::planned);
-    expect_close(gf_regathered, gf_zero_start, "update, columns gathered again");
+    nn::heavy::conv_update(plan, {x}, g, gf_zero_start, {}, ConvRoute::planned);
+    expect_close(gf_overwritten, gf_zero_start, "update, beta 0");
   }
 }
 

@@ -184,7 +184,7 @@ class Conv2d : public Layer {
   std::int64_t in_, out_, kernel_, stride_, padding_;
   bool has_bias_;
   Parameter weight_, bias_;
-  Array saved_input_, saved_columns_;  // what backward needs (the columns: lowered form only)
+  Array saved_input_;  // what backward needs
   Shape input_shape_;
 };
 

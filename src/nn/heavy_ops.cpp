@@ -112,9 +112,8 @@ ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filt
   ConvSaved saved;
   if (lowered(plan, filter, route)) {  // the column gather widens u8 spikes itself
     const Geometry g = geometry(plan);
-    Array columns = conv_columns(plan, input);
+    const Array columns = conv_columns(plan, input);
     matmul(filter.reshape({g.c * g.r * g.s, g.k}).T(), columns, out.reshape({g.k, -1}));
-    if (keep) saved.columns = columns;
   } else {
     plan.fprop(widened_beside(input, filter), filter, out, options);
   }
@@ -139,7 +138,7 @@ void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad
                  const Array& grad_filter, const ConvOptions& options, ConvRoute route) {
   if (lowered(plan, grad_out, route)) {
     const Geometry g = geometry(plan);
-    const Array columns = saved.columns.defined() ? saved.columns : conv_columns(plan, saved.input);
+    const Array columns = conv_columns(plan, saved.input);
     // gradF (CRS, K) = columns (CRS, PQB) · grad_outᵀ (PQB, K)
     matmul(columns, grad_out.reshape({g.k, -1}).T(), grad_filter.reshape({g.c * g.r * g.s, g.k}),
            options);

@@ -17,9 +17,12 @@ void matmul(const Array& a, const Array& b, const Array& out, const HeavyOpOptio
 
 // What a convolution's backward needs from its forward: the input, or its column matrix when
 // the lowered form ran.
+// What a training forward keeps for the weight gradient: the input only. The lowered form
+// gathers its column matrix again in conv_update rather than keeping it from the forward (for the
+// csnn preset's second convolution, 0.46 GB kept from forward to backward against one more
+// gather of about that many bytes written).
 struct ConvSaved {
-  Array input;    // (C, H, W, B)
-  Array columns;  // (C·R·S, P·Q·B), lowered form only
+  Array input;  // (C, H, W, B)
 };
 
 // automatic: lowered for f32 on CUDA (2-d, no dilation or upscale), planned otherwise; tests

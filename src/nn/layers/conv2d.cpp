@@ -58,7 +58,6 @@ Array Conv2d::forward(const Array& x) {
   const heavy::ConvSaved saved = heavy::conv_fprop(*plan, x4, weight_.value, y, training_,
                                                    heavy::ConvRoute::automatic, heavy_writes());
   saved_input_ = saved.input;
-  saved_columns_ = saved.columns;
   if (has_bias_) {
     Array biased = new_tensor("output", y.shape(), x.device());
     assign(biased, Expr(y) + bias_.value.reshape({out_, 1, 1, 1}), writes());
@@ -78,13 +77,13 @@ Array Conv2d::backward(const Array& grad_output) {
       new_tensor("input gradient", saved_input_.shape(), g4.device(), TensorClass::gradients);
   heavy::conv_bprop(*plan, weight_.value, g4, grad_x, heavy::ConvRoute::automatic, heavy_writes());
   ensure_grad(weight_);
-  heavy::conv_update(*plan, {saved_input_, saved_columns_}, g4, weight_.grad, heavy_writes(1.0));
+  heavy::conv_update(*plan, {saved_input_}, g4, weight_.grad, heavy_writes(1.0));
   if (has_bias_) {
     ensure_grad(bias_);
     Array b = bias_.grad.reshape({out_, 1});
     assign(b, Expr(b) + sum(Expr(g4.reshape({out_, -1})), 1), writes());
   }
-  saved_input_ = saved_columns_ = Array();
+  saved_input_ = Array();
   return grad_x.reshape(input_shape_);
 }
 
@@ -105,7 +104,7 @@ void Conv2d::to(Device device) {
   Layer::to(device);
   move_parameter(weight_, device);
   if (has_bias_) move_parameter(bias_, device);
-  saved_input_ = saved_columns_ = Array();
+  saved_input_ = Array();
 }
 
 JsonValue Conv2d::config() const {
