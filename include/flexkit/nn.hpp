@@ -244,7 +244,7 @@ class BatchNorm : public Layer {
   bool affine_;
   Parameter weight_, bias_, running_mean_, running_var_;
   Array x_hat_, inv_std_;  // of the last training forward: (C, M) and (C, 1)
-  Array x_, mu_;           // of the last folded forward: (C, M) and (C, 1)
+  Array x_, mu_, var_;     // of the last folded forward: (C, M), (C, 1) and (C, 1)
   Shape input_shape_;
 };
 

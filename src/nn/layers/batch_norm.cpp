@@ -76,24 +76,23 @@ BatchNorm::Fold BatchNorm::fold_forward(const Array& x) {
   const std::int64_t m = x2.dim(1);
   if (m < 2)
     throw ValueError(cat(describe(), ": batch statistics need more than one value per channel"));
+  // Few launches (a flex16 step is bound by its host time): the statistics, the scale, the
+  // running estimates; the inverse deviation is recomputed inside the backward's expressions.
   const Array mu = evaluate(mean(Expr(x2), 1), DType::f32);
-  const Array var = evaluate(mean(sqr(Expr(x2) - mu), 1), DType::f32);
-  inv_std_ = evaluate(reciprocal(sqrt(Expr(var) + eps_)), DType::f32);
-  update_running(mu, var, m);
+  var_ = evaluate(mean(sqr(Expr(x2) - mu), 1), DType::f32);
+  update_running(mu, var_, m);
   x_ = x2;
   mu_ = mu;
   x_hat_ = Array();
+  inv_std_ = Array();
   input_shape_ = x.shape();
+  const Expr inv_std = reciprocal(sqrt(Expr(var_) + eps_));
   Fold fold;
   fold.center = mu.reshape({channels_});
-  if (affine_) {
-    fold.scale = evaluate(Expr(inv_std_) * weight_.value.reshape({channels_, 1}), DType::f32)
-                     .reshape({channels_});
-    fold.shift = evaluate(Expr(bias_.value), DType::f32);
-  } else {
-    fold.scale = inv_std_.reshape({channels_});
-    fold.shift = Array::zeros({channels_}, DType::f32, x.device());
-  }
+  fold.scale =
+      evaluate(affine_ ? inv_std * weight_.value.reshape({channels_, 1}) : inv_std, DType::f32)
+          .reshape({channels_});
+  fold.shift = affine_ ? bias_.value : Array::zeros({channels_}, DType::f32, x.device());
   return fold;
 }
 
@@ -105,9 +104,10 @@ Array BatchNorm::fold_backward(const Array& grad_through_scale, const Array& sum
   const double m = static_cast<double>(x_.dim(1));
   const Array sc = sum_centered.reshape({channels_, 1});
   const Array s = sum_g.reshape({channels_, 1});
+  const Expr inv_std = reciprocal(sqrt(Expr(var_) + eps_));
   // sum(dL/dy * x_hat) = inv_std * sum(dL/dy * (x - mean)).
-  const Array sum_g_xhat = evaluate(Expr(inv_std_) * sc, DType::f32);
-  Expr scale = Expr(inv_std_);
+  const Expr sum_g_xhat = inv_std * sc;
+  Expr scale = inv_std;
   if (affine_) {
     scale = scale * weight_.value.reshape({channels_, 1});
     ensure_grad(weight_);
@@ -118,14 +118,15 @@ Array BatchNorm::fold_backward(const Array& grad_through_scale, const Array& sum
     assign(gb, Expr(gb) + s, writes());
   }
   // What the unfused backward computes, scale * (g_y - sum/m - x_hat * sum_g_xhat/m), with
-  // scale * g_y given: two per-channel coefficients, then one pass over the elements.
-  const Array shift_coef = evaluate(scale * Expr(s) * (1.0 / m), DType::f32);
-  const Array slope_coef = evaluate(scale * Expr(inv_std_) * sum_g_xhat * (1.0 / m), DType::f32);
+  // scale * g_y given; the per-channel factors are recomputed per element, in the one pass.
   Array grad_x = new_tensor("input gradient", g.shape(), g.device(), TensorClass::gradients);
-  assign(grad_x, Expr(g) - shift_coef - Expr(slope_coef) * (Expr(x_) - mu_), writes());
+  assign(grad_x,
+         Expr(g) - scale * Expr(s) * (1.0 / m) -
+             scale * inv_std * sum_g_xhat * (1.0 / m) * (Expr(x_) - mu_),
+         writes());
   x_ = Array();
   mu_ = Array();
-  inv_std_ = Array();
+  var_ = Array();
   return grad_x.reshape(input_shape_);
 }
 
@@ -175,6 +176,7 @@ void BatchNorm::to(Device device) {
   inv_std_ = Array();
   x_ = Array();
   mu_ = Array();
+  var_ = Array();
 }
 
 JsonValue BatchNorm::config() const {
