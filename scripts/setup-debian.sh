@@ -9,10 +9,11 @@ set -euo pipefail
 # libopenblas-dev: the peer of the CPU matrix-product benchmark (the library does not use it).
 # zlib1g-dev: gzip'd IDX files; libcli11-dev: the CLI's argument parser; dataset-fashion-mnist:
 # what `flexkit train` trains on; python3-torch: the float64 oracle of the layer tests and the
-# peer of the training benchmark; python3-dev, python3-venv: the Python package.
+# peer of the training benchmark; python3-dev, python3-venv: the Python package;
+# libopenmpi-dev, openmpi-bin: data-parallel training (`flexkit train --distributed`).
 packages=(build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev
           python3 python3-numpy clang-format libopenblas-dev zlib1g-dev libcli11-dev
-          dataset-fashion-mnist python3-torch python3-dev python3-venv)
+          dataset-fashion-mnist python3-torch python3-dev python3-venv libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

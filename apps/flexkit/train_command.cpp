@@ -8,6 +8,9 @@
 #include "commands.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/train.hpp"
+#if FLEXKIT_HAVE_MPI
+#include "flexkit/distributed_mpi.hpp"
+#endif
 
 namespace flexkit::cli {
 
@@ -107,7 +110,34 @@ int train_command(const Args& args) {
   app.add_option("--save", c.save, "write the trained weights and the model description as .npz");
   app.add_option("--summary", c.summary, "write a JSON summary");
   app.add_flag("--quiet,-q", c.quiet, "no progress output");
+  bool distributed = false;
+  double collective_timeout = 300;
+  app.add_flag("--distributed", distributed,
+               "data-parallel training over the processes started by `mpirun -np N flexkit train "
+               "--distributed ...`: each trains on its part of every batch (--batch in all), the "
+               "gradients are summed over them; rank 0 prints and writes the files (f32)");
+  app.add_option("--collective-timeout", collective_timeout,
+                 "--distributed: seconds a collective may wait for the other processes before "
+                 "the job is stopped (a process died or hangs)")
+      ->default_str("300")
+      ->check(CLI::PositiveNumber);
   if (const auto rc = parse(app, args)) return *rc;
+  if (distributed) {
+#if FLEXKIT_HAVE_MPI
+    if (!dist::launched_by_mpi()) {
+      std::fprintf(stderr,
+                   "flexkit train: --distributed runs as one of several processes; start them "
+                   "with `mpirun -np N flexkit train --distributed ...`\n");
+      return kUsageError;
+    }
+    c.communicator = dist::mpi_world(collective_timeout);
+#else
+    std::fprintf(stderr,
+                 "flexkit train: --distributed needs MPI, and this flexkit was built without it "
+                 "(install Debian's libopenmpi-dev and openmpi-bin, then rebuild)\n");
+    return 1;
+#endif
+  }
 
   if (*o_model) c.model = model;
   if (*o_neuron) c.neuron = neuron;
@@ -145,9 +175,19 @@ int train_command(const Args& args) {
     const nn::TrainResult r = nn::train(c);
     std::signal(SIGINT, SIG_DFL);
     return r.interrupted ? 130 : 0;
-  } catch (const nn::TrainingDiverged& e) {
-    std::fprintf(stderr, "flexkit train: error: %s\n", e.what());
-    return 3;
+  } catch (const std::exception& e) {
+    const int code = dynamic_cast<const nn::TrainingDiverged*>(&e) ? 3 : 1;
+    if (!c.communicator) {
+      if (code != 3) throw;  // main() prints it
+      std::fprintf(stderr, "flexkit train: error: %s\n", e.what());
+      return code;
+    }
+    // The other processes would wait for this one in their next collective: stop them all.
+    std::fprintf(stderr, "flexkit train: rank %d of %d: error: %s\n", c.communicator->rank(),
+                 c.communicator->size(), e.what());
+    std::fflush(stderr);
+    c.communicator->abort(code);
+    return code;  // not reached
   }
 }
 

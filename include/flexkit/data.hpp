@@ -58,7 +58,8 @@ struct Batch {
                  // for Fashion-MNIST. B is batch_size, or fewer for the last batch.
   Array labels;  // i32 [B] on the same device
   std::vector<std::int32_t> host_labels;
-  std::int64_t index = 0;  // batch index in the epoch
+  std::int64_t index = 0;        // batch index in the epoch
+  std::int64_t global_size = 0;  // the samples of the whole batch, over every shard
 };
 
 struct LoaderOptions {
@@ -71,6 +72,10 @@ struct LoaderOptions {
   std::int64_t limit = 0;  // use the first `limit` samples only (0, or more than n: all)
   bool drop_last = false;  // drop the last batch when it is smaller than batch_size
   Device device = Device::cpu();
+  // Data-parallel training: each batch of batch_size samples (the global batch) is cut into
+  // `shards` consecutive parts as equal as can be, and this loader yields part `shard` of each
+  // (the first parts one sample larger where batch_size does not divide evenly).
+  std::int64_t shard = 0, shards = 1;
 };
 
 // The order in which an epoch visits n samples: a permutation of 0..n-1 that is a pure function

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "flexkit/distributed.hpp"
 #include "flexkit/nn.hpp"
 
 namespace flexkit::nn {
@@ -42,6 +43,11 @@ struct TrainConfig {
   std::string save;                     // the trained weights as .npz
   std::string summary;                  // the JSON summary
   bool quiet = false;                   // no progress output
+  // Data-parallel training: this process is one of communicator->size() that train the same
+  // model on their shards of each global batch (--batch samples in all) and sum the gradients
+  // before each step, so that every process keeps the same weights. Rank 0 prints, writes the
+  // checkpoints, the weights and the summary. Null: one process.
+  std::shared_ptr<dist::Communicator> communicator;
   // Called after each training step, once its work is queued (the global step, 1-based): for
   // logging and profiling around the steps.
   std::function<void(std::int64_t)> on_step;
@@ -84,6 +90,8 @@ struct TrainResult {
   std::size_t peak_host_bytes = 0, peak_device_bytes = 0;
   std::string device, architecture;
   bool interrupted = false;
+  // Data-parallel runs: every process's training samples per second, in rank order.
+  std::vector<double> rank_samples_per_second;
 };
 
 // Trains as configured (resuming when config.resume is set). Throws ValueError for impossible

@@ -47,6 +47,7 @@ struct HostBatch {
   Array images;  // f32 (1, H, W, 1, B) on the cpu
   std::vector<std::int32_t> labels;
   std::int64_t index = 0;
+  std::int64_t global_size = 0;
 };
 
 }  // namespace
@@ -91,11 +92,16 @@ struct BatchLoader::State {
   std::exception_ptr error;
 
   HostBatch prepare(std::int64_t b) const {
-    const std::int64_t first = b * options.batch_size;
-    const std::int64_t count = std::min(options.batch_size, samples - first);
+    const std::int64_t global_first = b * options.batch_size;
+    const std::int64_t global_count = std::min(options.batch_size, samples - global_first);
+    // This shard's consecutive part of the global batch.
+    const std::int64_t lo = global_count * options.shard / options.shards;
+    const std::int64_t hi = global_count * (options.shard + 1) / options.shards;
+    const std::int64_t first = global_first + lo, count = hi - lo;
     const std::int64_t pixels_per_image = height * width;
     HostBatch out;
     out.index = b;
+    out.global_size = global_count;
     out.images = Array::empty({1, height, width, 1, count}, DType::f32, Device::cpu());
     out.labels.resize(static_cast<std::size_t>(count));
     std::vector<const std::uint8_t*> rows(static_cast<std::size_t>(count));
@@ -168,6 +174,9 @@ BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options)
     throw ValueError(cat("BatchLoader: batch_size ", options.batch_size, " is below 1"));
   if (options.limit < 0)
     throw ValueError(cat("BatchLoader: limit ", options.limit, " is negative"));
+  if (options.shards < 1 || options.shard < 0 || options.shard >= options.shards)
+    throw ValueError(cat("BatchLoader: shard ", options.shard, " of ", options.shards,
+                         " is not one of the shards"));
   if (!std::isfinite(options.mean))
     throw ValueError(cat("BatchLoader: mean ", options.mean, " is not finite"));
   if (!std::isfinite(options.std) || !(options.std > 0))
@@ -239,6 +248,7 @@ std::optional<Batch> BatchLoader::next() {
   }
   Batch out;
   out.index = host.index;
+  out.global_size = host.global_size;
   const Device device = s.options.device;
   const Shape label_shape{static_cast<std::int64_t>(host.labels.size())};
   // Host memory here is pageable (src/core has no pinned allocation), so a CUDA copy is

@@ -1,5 +1,6 @@
 #include "nn/train/model_export.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/text.hpp"
@@ -115,6 +116,8 @@ void write_summary(const std::string& path, const TrainResult& result,
                                      {"saturated_values", static_cast<std::int64_t>(e.saturated)},
                                      {"nan_values", static_cast<std::int64_t>(e.nan_count)},
                                      {"clamped_exponents", e.clamped}}));
+  JsonValue ranks = JsonValue::array();  // data-parallel runs: each process's throughput
+  for (double s : result.rank_samples_per_second) ranks.push_back(s);
   JsonValue summary = JsonValue::object(
       {{"test_accuracy", result.test_accuracy},
        {"best_test_accuracy", result.best_test_accuracy},
@@ -124,6 +127,9 @@ void write_summary(const std::string& path, const TrainResult& result,
        {"history", history},
        {"wall_seconds", result.wall_seconds},
        {"samples_per_second", result.samples_per_second},
+       {"processes", std::max<std::int64_t>(
+                         1, static_cast<std::int64_t>(result.rank_samples_per_second.size()))},
+       {"rank_samples_per_second", ranks},
        {"peak_memory_bytes", peak},
        {"device", result.device},
        {"precision", result.precision},

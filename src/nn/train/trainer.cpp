@@ -21,6 +21,7 @@
 #include "flexkit/expr.hpp"
 #include "flexkit/train.hpp"
 #include "nn/train/checkpoint.hpp"
+#include "nn/train/gradient_sync.hpp"
 #include "nn/train/model_export.hpp"
 #include "nn/train/progress.hpp"
 #include "nn/train/step_log.hpp"
@@ -424,6 +425,43 @@ std::vector<PrecisionRecord> exponent_report(Sequential& net, const Optimizer& o
   return out;
 }
 
+// Data-parallel runs: the sums over the processes (a process's own totals, else).
+Totals summed(const Totals& t, dist::Communicator* comm, const char* what) {
+  if (!comm) return t;
+  double loss = t.loss;
+  std::int64_t counts[2] = {t.correct, t.samples};
+  comm->all_reduce_sum(&loss, 1, what);
+  comm->all_reduce_sum(counts, 2, what);
+  return {loss, counts[0], counts[1]};
+}
+
+// Every process of a data-parallel run must train the same thing: their resolved options and
+// models are compared before the first step.
+void check_same_configuration(dist::Communicator& comm, const std::string& text,
+                              std::uint64_t model) {
+  const std::uint64_t mine = fnv1a(text.data(), text.size()) ^ model;
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(&mine, all.data(), sizeof mine, "the configuration check");
+  std::string differ;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r] != all[0]) differ += cat(differ.empty() ? "" : ", ", r);
+  if (!differ.empty())
+    throw ValueError(cat("--distributed: rank(s) ", differ,
+                         " were started with other options or another model than rank 0; "
+                         "every process of the job needs the same options"));
+}
+
+// The processes start from rank 0's values of every parameter and buffer (the same seed makes
+// them equal already; this makes it so whatever the initialisation).
+void broadcast_parameters(Sequential& net, dist::Communicator& comm, bool buffers_only) {
+  for (auto& [name, p] : net.named_parameters()) {
+    if (buffers_only && p->trainable) continue;
+    std::vector<float> v = p->value.to_floats();
+    comm.broadcast(v.data(), v.size() * sizeof(float), 0, cat("the broadcast of ", name));
+    p->value.assign_floats(v);
+  }
+}
+
 std::size_t device_peak(Device device) {
   if (!device.is_cuda()) return 0;
   return cuda::allocator_stats(device.index).peak_in_use_bytes;
@@ -437,13 +475,24 @@ TrainResult train(const TrainConfig& config) {
   std::optional<Checkpoint> resumed;
   if (!config.resume.empty()) resumed = load_checkpoint(config.resume);
   const ResolvedConfig r = resolve_config(config, resumed ? resumed->config_text : "");
-  const Device device = resolve_device(config.device);
+  dist::Communicator* comm = config.communicator.get();
+  const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  Device device = resolve_device(config.device);
+  // One GPU per process of a host, unless the device was named.
+  if (comm && device.is_cuda() && (config.device == "cuda" || config.device == "auto"))
+    device = Device::cuda(comm->local_rank() % cuda::device_count());
+  if (comm && r.precision == "flex16")
+    throw ValueError(
+        "--distributed with --precision flex16: summing flex16 gradients over processes needs "
+        "the exact integer reduction, which is not built yet; train f32 over several processes, "
+        "or flex16 in one");
   Sequential net = r.build_model();
   net.to(device);
   Rng init_rng(r.seed);
   net.reset_parameters(init_rng);
   const Precision precision = r.precision_settings();
   const std::uint64_t hash = model_hash(net);
+  if (comm) check_same_configuration(*comm, r.text(), hash);
   const LossKind loss_kind = parse_loss(r.loss);
   std::unique_ptr<Optimizer> optimizer = make_optimizer(r.optimizer, r.optimizer_options());
   Schedule schedule;
@@ -489,6 +538,7 @@ TrainResult train(const TrainConfig& config) {
   net.set_precision(precision);
   if (resumed && precision.dtype == DType::flex16)
     restore_flex16(net, *optimizer, *resumed, device, config.resume);
+  if (comm && world > 1) broadcast_parameters(net, *comm, false);
   result.precision = r.precision;
   result.formats = precision_formats(precision);
   // Output places are made and checked before training, not found missing after it.
@@ -509,17 +559,37 @@ TrainResult train(const TrainConfig& config) {
   train_options.seed = r.seed;
   train_options.limit = r.limit;
   train_options.device = device;
+  train_options.shard = rank;
+  train_options.shards = world;
   LoaderOptions test_options = train_options;
   test_options.shuffle = false;
   BatchLoader train_loader(train_set, train_options);
   BatchLoader test_loader(test_set, test_options);
+  if (world > 1) {  // every process needs a part of every batch
+    for (const auto& [loader, what] :
+         {std::pair{&train_loader, "training"}, std::pair{&test_loader, "test"}}) {
+      const std::int64_t last = loader->samples() - (loader->batches_per_epoch() - 1) * r.batch;
+      if (std::min(r.batch, last) < world)
+        throw ValueError(cat("--distributed: ", world, " processes, but the ", what, " set's ",
+                             last < r.batch ? "last batch holds " : "batches hold ",
+                             std::min(r.batch, last),
+                             " samples; every process needs at least "
+                             "one sample of every batch (change --batch or --limit)"));
+    }
+  }
+  std::optional<GradientSync> gradient_sync;
+  if (comm && world > 1) gradient_sync.emplace(*comm, net.parameters());
 
-  Progress progress(stdout, !config.quiet);
+  Progress progress(stdout, !config.quiet && rank == 0);
   progress.line(cat("flexkit train: ", r.model == r.architecture ? "" : r.model + " = ",
                     result.architecture, "\n  neuron ", r.neuron, ", T ", r.time_steps, ", ",
                     r.optimizer, " lr ", r.lr, " (", r.schedule, "), loss ", r.loss, ", batch ",
                     r.batch, ", ", train_loader.samples(), " training samples, device ",
-                    device.str(), ", seed ", r.seed));
+                    device.str(), ", seed ", r.seed,
+                    world > 1 ? cat("\n  data parallel: ", world,
+                                    " processes, each with its part "
+                                    "of every batch, gradients summed over them (MPI)")
+                              : std::string()));
   if (precision.dtype == DType::flex16) {
     std::string formats;
     for (const auto& [what, format] : result.formats) formats += cat("\n  ", what, ": ", format);
@@ -529,7 +599,7 @@ TrainResult train(const TrainConfig& config) {
   if (resumed) progress.line(cat("resuming from ", config.resume, " after epoch ", first_epoch));
 
   double train_seconds = 0;
-  std::int64_t trained_samples = 0;
+  std::int64_t trained_samples = 0, local_samples = 0;
   std::string last_checkpoint = resumed ? config.resume : "";
   const auto params = net.parameters();
   std::vector<std::string> trainable_names;
@@ -611,6 +681,9 @@ TrainResult train(const TrainConfig& config) {
                               step_log.correct_slot(step_in_epoch));
       net.zero_grad();
       net.backward(loss.grad_output);
+      if (gradient_sync)
+        gradient_sync->all_reduce(static_cast<double>(b->labels.dim(0)) /
+                                  static_cast<double>(b->global_size));
       optimizer->step(params, lr);
       step_log.finish_step(step_in_epoch, b->labels.dim(0), params);
       ++step_in_epoch;
@@ -625,9 +698,15 @@ TrainResult train(const TrainConfig& config) {
             step_in_epoch, t.loss_sum / static_cast<double>(std::max<std::int64_t>(1, t.samples)),
             t.correct / static_cast<double>(std::max<std::int64_t>(1, t.samples)), t.samples);
       }
+      if (comm && world > 1) {  // a stop (Ctrl-C reaches every process) at the same step
+        std::int64_t stop = g_stop ? 1 : 0;
+        comm->all_reduce_sum(&stop, 1, "the stop flag");
+        if (stop) g_stop = true;
+      }
       if (g_stop) break;
     }
-    const Totals t = totals_of(check());
+    const Totals local = totals_of(check());
+    const Totals t = summed(local, comm, "the epoch's totals");
     const double epoch_train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     if (g_stop) {
@@ -641,7 +720,12 @@ TrainResult train(const TrainConfig& config) {
     }
     train_seconds += epoch_train_seconds;
     trained_samples += t.samples;
-    const Totals test = run_test(net, test_loader, loss_kind, device);
+    local_samples += local.samples;
+    // Each process's BatchNorm estimates saw its own shards; all evaluate (and rank 0 saves)
+    // rank 0's, as PyTorch's DDP broadcasts its buffers.
+    if (comm && world > 1) broadcast_parameters(net, *comm, true);
+    const Totals test =
+        summed(run_test(net, test_loader, loss_kind, device), comm, "the test totals");
     EpochRecord record;
     record.epoch = epoch + 1;
     record.train_loss = t.loss / static_cast<double>(std::max<std::int64_t>(1, t.samples));
@@ -664,7 +748,7 @@ TrainResult train(const TrainConfig& config) {
         format_fixed(record.test_loss, 4), " acc ", format_fixed(100 * record.test_accuracy, 2),
         "% | lr ", format_general(lr), " | ", format_fixed(record.seconds, 1), " s, ",
         format_fixed(static_cast<double>(t.samples) / epoch_train_seconds, 0), " samples/s"));
-    if (!config.checkpoint_dir.empty()) {
+    if (!config.checkpoint_dir.empty() && rank == 0) {
       const Checkpoint c = snapshot(net, *optimizer, r, hash, epoch + 1, global_step,
                                     result.history, result.best_test_accuracy);
       const std::string path =
@@ -680,6 +764,12 @@ TrainResult train(const TrainConfig& config) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   result.samples_per_second =
       train_seconds > 0 ? static_cast<double>(trained_samples) / train_seconds : 0;
+  if (comm && world > 1) {
+    const double mine = train_seconds > 0 ? static_cast<double>(local_samples) / train_seconds : 0;
+    result.rank_samples_per_second.resize(static_cast<std::size_t>(world));
+    comm->all_gather(&mine, result.rank_samples_per_second.data(), sizeof mine,
+                     "the throughput report");
+  }
   if (precision.dtype == DType::flex16) {
     result.exponents = exponent_report(net, *optimizer);
     for (const PrecisionRecord& e : result.exponents)
@@ -691,8 +781,8 @@ TrainResult train(const TrainConfig& config) {
   }
   result.peak_host_bytes = peak_host_bytes();
   result.peak_device_bytes = device_peak(device);
-  if (!config.save.empty() && !result.interrupted) save_model_npz(config.save, net, r);
-  if (!config.summary.empty()) write_summary(config.summary, result, r);
+  if (!config.save.empty() && !result.interrupted && rank == 0) save_model_npz(config.save, net, r);
+  if (!config.summary.empty() && rank == 0) write_summary(config.summary, result, r);
   if (!result.history.empty())
     progress.line(cat("test accuracy ", format_fixed(100 * result.test_accuracy, 2), "% (best ",
                       format_fixed(100 * result.best_test_accuracy, 2), "%), ",

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""`mpirun -np 2 flexkit train --distributed` on the CPU: the same weights as one process training
+on the same global batches (f32: within float rounding, the sums taken in another order), rank 0
+alone writing the files, every rank's throughput in the summary, and the failures: a process
+started with other options, a process that dies, too few samples for the processes, flex16.
+
+    train_distributed_test.py FLEXKIT MPIRUN
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+FLEXKIT = None
+MPIRUN = None
+DATA = os.environ.get("FLEXKIT_DATA_DIR") or "/usr/share/datasets/fashion-mnist"
+HAVE_DATA = os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz"))
+# Root in CI containers; two processes on a two-core machine (or fewer cores).
+MPI_FLAGS = ["--oversubscribe", "--allow-run-as-root"]
+# A small model with a convolution, pooling, linear layers and two kinds of neuron, no BatchNorm
+# (whose batch statistics are per process unless synchronised).
+MODEL = "conv(4, 3, padding=1) sn maxpool(2) flatten linear(32) sn linear(10) sn"
+COMMON = ["--device", "cpu", "--limit", "384", "--epochs", "2", "--batch", "64", "--quiet"]
+
+
+def mpirun(*ranks, timeout=300):
+    """ranks: one argument list per process (flexkit's arguments), joined MPMD-style."""
+    cmd = [MPIRUN, *MPI_FLAGS]
+    for i, args in enumerate(ranks):
+        if i:
+            cmd.append(":")
+        cmd += ["-np", "1", FLEXKIT, "train", *args]
+    env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def single(*args, timeout=300):
+    return subprocess.run([FLEXKIT, "train", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@unittest.skipUnless(HAVE_DATA, "Fashion-MNIST not found (set FLEXKIT_DATA_DIR)")
+class Distributed(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="flexkit_dp_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def test_two_processes_train_what_one_does(self):
+        for model, name in [("mlp", "mlp"), (MODEL, "conv")]:
+            with self.subTest(model=name):
+                dp = [*COMMON, "--model", model, "--distributed", "--save", self.path(name + "_dp.npz"),
+                      "--summary", self.path(name + "_dp.json"),
+                      "--checkpoint", self.path(name + "_ckpt")]
+                r = mpirun(dp, dp)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                r1 = single(*COMMON, "--model", model, "--save", self.path(name + "_one.npz"),
+                            "--summary", self.path(name + "_one.json"))
+                self.assertEqual(r1.returncode, 0, r1.stdout + r1.stderr)
+                a, b = np.load(self.path(name + "_dp.npz")), np.load(self.path(name + "_one.npz"))
+                weights = [k for k in b.files if b[k].dtype.kind == "f"]
+                self.assertTrue(weights)
+                for k in weights:
+                    scale = float(np.abs(b[k]).max())
+                    self.assertGreater(scale, 0, k)
+                    diff = float(np.abs(a[k].astype(np.float64) - b[k]).max())
+                    # Two steps' worth of Adam updates from gradients summed in another order.
+                    self.assertLess(diff, 1e-4 * scale, f"{k}: {diff} against scale {scale}")
+                dp_summary = read_json(self.path(name + "_dp.json"))
+                one_summary = read_json(self.path(name + "_one.json"))
+                self.assertEqual(dp_summary["processes"], 2)
+                self.assertEqual(len(dp_summary["rank_samples_per_second"]), 2)
+                self.assertTrue(all(s > 0 for s in dp_summary["rank_samples_per_second"]))
+                self.assertEqual(one_summary["processes"], 1)
+                # Both processes saw the whole test set between them.
+                self.assertAlmostEqual(dp_summary["test_accuracy"], one_summary["test_accuracy"],
+                                       delta=1.5 / 384)
+                # Rank 0 alone writes checkpoints: one per epoch and the best.
+                self.assertEqual(sorted(os.listdir(self.path(name + "_ckpt"))),
+                                 ["best.ckpt", "epoch-1.ckpt", "epoch-2.ckpt"])
+
+    def test_other_options_on_one_rank_are_refused(self):
+        base = [*COMMON, "--model", "mlp", "--distributed"]
+        start = time.time()
+        r = mpirun(base, [*base, "--lr", "0.01"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("rank(s) 1 were started with other options", r.stdout + r.stderr)
+        self.assertLess(time.time() - start, 120)
+
+    def test_a_process_that_dies_stops_the_job(self):
+        # Rank 1 is killed a few seconds into a long run; rank 0 must not wait for it for ever.
+        long = ["--device", "cpu", "--epochs", "50", "--batch", "64", "--quiet", "--distributed",
+                "--collective-timeout", "20"]
+        start = time.time()
+        cmd = [MPIRUN, *MPI_FLAGS, "-np", "1", FLEXKIT, "train", *long, ":", "-np", "1",
+               "timeout", "-s", "KILL", "4", FLEXKIT, "train", *long]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertLess(time.time() - start, 120, r.stdout + r.stderr)
+        out = r.stdout + r.stderr
+        self.assertTrue("rank 1" in out or "did not complete" in out, out)
+
+    def test_too_few_samples_for_the_processes(self):
+        args = ["--device", "cpu", "--limit", "129", "--epochs", "1", "--batch", "64", "--quiet",
+                "--distributed"]
+        # 129 samples in batches of 64: the last batch holds one sample for two processes.
+        r = mpirun(args, args)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("every process needs at least one sample", r.stdout + r.stderr)
+
+    def test_flex16_is_refused_with_the_reason(self):
+        args = [*COMMON, "--distributed", "--precision", "flex16"]
+        r = mpirun(args, args)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("exact integer reduction", r.stdout + r.stderr)
+
+    def test_distributed_without_mpirun_is_a_usage_error(self):
+        r = single(*COMMON, "--distributed")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("mpirun -np N", r.stderr)
+
+
+if __name__ == "__main__":
+    FLEXKIT, MPIRUN = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0]], verbosity=2)
