@@ -7,6 +7,7 @@
 #include <random>
 
 #include "flexkit/conv.hpp"
+#include "flexkit/expr.hpp"
 #include "nn/heavy_ops.hpp"
 #include "support/test_device.hpp"
 
@@ -72,6 +73,30 @@ TEST(ConvLowering, MatchesThePlannedKernels) {
     nn::heavy::conv_update(plan, {x}, g, gf_zero_start, {}, ConvRoute::planned);
     expect_close(gf_overwritten, gf_zero_start, "update, beta 0");
   }
+}
+
+// Spikes reach the convolutions as u8 (0 or 1): the lowered form widens them as it gathers, and
+// gives what f32 spikes give, in both directions that read the input.
+TEST(ConvLowering, U8SpikesGiveTheF32Results) {
+  const Device device = test::device();
+  std::mt19937 rng(9);
+  const ConvPlan plan({3, 7, 6, 5}, {3, 3, 3, 4}, {.padding = {1}, .stride = {2}});
+  const Array spikes =
+      evaluate(gt(Expr(random_array(plan.input_shape(), rng, device)), Expr(0.0)), DType::u8);
+  const Array as_f32 = evaluate(Expr(spikes), DType::f32);
+  const Array f = random_array(plan.filter_shape(), rng, device);
+  const Array g = random_array(plan.output_shape(), rng, device);
+  Array y_u8 = Array::empty(plan.output_shape(), DType::f32, device);
+  Array y_f32 = Array::empty(plan.output_shape(), DType::f32, device);
+  const nn::heavy::ConvSaved saved =
+      nn::heavy::conv_fprop(plan, spikes, f, y_u8, true, ConvRoute::lowered);
+  nn::heavy::conv_fprop(plan, as_f32, f, y_f32, false, ConvRoute::planned);
+  expect_close(y_u8, y_f32, "fprop");
+  Array gf_u8 = Array::zeros(plan.filter_shape(), DType::f32, device);
+  Array gf_f32 = Array::zeros(plan.filter_shape(), DType::f32, device);
+  nn::heavy::conv_update(plan, saved, g, gf_u8, {}, ConvRoute::lowered);
+  nn::heavy::conv_update(plan, {as_f32}, g, gf_f32, {}, ConvRoute::planned);
+  expect_close(gf_u8, gf_f32, "update");
 }
 
 }  // namespace

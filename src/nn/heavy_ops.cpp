@@ -81,12 +81,19 @@ bool lowered(const ConvPlan& plan, const Array& a, ConvRoute route) {
 
 Array conv_columns(const ConvPlan& plan, const Array& input) {
   const Geometry g = geometry(plan);
-  const Array padded = padded_input(input, g);
-  // Rows ordered (c, r, s) as the filter's (C, R, S, K) flattens; columns (p, q, b).
+  const Array padded = padded_input(input, g).contiguous();
+  // Rows ordered (c, r, s) as the filter's (C, R, S, K) flattens; columns (p, q, b). Every tap
+  // of every output position is one overlapping view of the padded input (tap (r, s) of
+  // position (p, q) is element (r + p·stride_h, s + q·stride_w)), so the gather is one launch,
+  // which also widens u8 spikes.
+  const Strides& st = padded.strides();
+  const Array windows =
+      Array::from_external(padded.data(), padded.dtype(), {g.c, g.r, g.s, g.p, g.q, g.b},
+                           {st[0], st[1], st[2], g.stride_h * st[1], g.stride_w * st[2], st[3]},
+                           padded.device(), std::make_shared<Array>(padded), /*writable=*/false,
+                           padded.dtype() == DType::flex16 ? padded.iwl() : 0);
   Array columns = Array::empty({g.c, g.r, g.s, g.p, g.q, g.b}, DType::f32, input.device());
-  for (std::int64_t r = 0; r < g.r; ++r)
-    for (std::int64_t s = 0; s < g.s; ++s)
-      columns(all, r, s, all, all, all).assign(tap(padded, g, r, s));
+  assign(columns, Expr(windows));
   return columns.reshape({g.c * g.r * g.s, g.p * g.q * g.b});
 }
 
