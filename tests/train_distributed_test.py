@@ -94,6 +94,36 @@ class Distributed(unittest.TestCase):
                 self.assertEqual(sorted(os.listdir(self.path(name + "_ckpt"))),
                                  ["best.ckpt", "epoch-1.ckpt", "epoch-2.ckpt"])
 
+    def test_synchronised_batchnorm_trains_what_one_process_does(self):
+        # BatchNorm's statistics over both shards are those of the global batch. SGD: Adam's
+        # normalised steps would turn the float-level differences of near-zero gradients (a
+        # BatchNorm bias's) into full-size steps.
+        model = ("conv(4, 3, padding=1, bias=false) bn sn maxpool(2) flatten "
+                 "linear(32, bias=false) bn sn linear(10) sn")
+        args = [*COMMON, "--model", model, "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"]
+        dp = [*args, "--distributed", "--sync-bn", "--save", self.path("bn_dp.npz")]
+        r = mpirun(dp, dp)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r1 = single(*args, "--save", self.path("bn_one.npz"))
+        self.assertEqual(r1.returncode, 0, r1.stdout + r1.stderr)
+        a, b = np.load(self.path("bn_dp.npz")), np.load(self.path("bn_one.npz"))
+        for k in [k for k in b.files if b[k].dtype.kind == "f"]:
+            scale = float(np.abs(b[k]).max())
+            diff = float(np.abs(a[k].astype(np.float64) - b[k]).max())
+            self.assertLess(diff, 1e-5 * scale, f"{k}: {diff} against scale {scale}")
+        # Per-process statistics (the default) are another computation: the weights differ.
+        dp = [*args, "--distributed", "--save", self.path("bn_local.npz")]
+        r = mpirun(dp, dp)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        c = np.load(self.path("bn_local.npz"))
+        worst = max(float(np.abs(c[k].astype(np.float64) - b[k]).max() / np.abs(b[k]).max())
+                    for k in b.files if b[k].dtype.kind == "f" and np.abs(b[k]).max() > 0)
+        self.assertGreater(worst, 1e-4)
+
+    def test_sync_bn_without_distributed_is_a_usage_error(self):
+        r = single(*COMMON, "--sync-bn")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+
     def test_other_options_on_one_rank_are_refused(self):
         base = [*COMMON, "--model", "mlp", "--distributed"]
         start = time.time()

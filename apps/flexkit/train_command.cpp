@@ -116,12 +116,19 @@ int train_command(const Args& args) {
                "data-parallel training over the processes started by `mpirun -np N flexkit train "
                "--distributed ...`: each trains on its part of every batch (--batch in all), the "
                "gradients are summed over them; rank 0 prints and writes the files (f32)");
+  app.add_flag("--sync-bn", c.sync_bn,
+               "--distributed: BatchNorm statistics over every process's part of the batch "
+               "together (as one process would take them), not each process's own");
   app.add_option("--collective-timeout", collective_timeout,
                  "--distributed: seconds a collective may wait for the other processes before "
                  "the job is stopped (a process died or hangs)")
       ->default_str("300")
       ->check(CLI::PositiveNumber);
   if (const auto rc = parse(app, args)) return *rc;
+  if (c.sync_bn && !distributed) {
+    std::fprintf(stderr, "flexkit train: --sync-bn goes with --distributed\n");
+    return kUsageError;
+  }
   if (distributed) {
 #if FLEXKIT_HAVE_MPI
     if (!dist::launched_by_mpi()) {

@@ -73,8 +73,8 @@ struct LoaderOptions {
   bool drop_last = false;  // drop the last batch when it is smaller than batch_size
   Device device = Device::cpu();
   // Data-parallel training: each batch of batch_size samples (the global batch) is cut into
-  // `shards` consecutive parts as equal as can be, and this loader yields part `shard` of each
-  // (the first parts one sample larger where batch_size does not divide evenly).
+  // `shards` consecutive parts as equal as can be (sizes differ by one at most), and this loader
+  // yields part `shard` of each; Batch::global_size tells the whole batch's size.
   std::int64_t shard = 0, shards = 1;
 };
 

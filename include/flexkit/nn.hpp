@@ -28,6 +28,7 @@
 
 #include "flexkit/array.hpp"
 #include "flexkit/autoflex.hpp"
+#include "flexkit/distributed.hpp"
 #include "flexkit/expr.hpp"
 #include "flexkit/heavy_op_options.hpp"
 #include "flexkit/neuron.hpp"
@@ -236,9 +237,24 @@ class BatchNorm : public Layer {
   // The input gradient of a folded forward from what the neuron's backward returns: its input
   // gradient dL/dy * scale, and per channel sum(dL/dy * (x - center)) and sum(dL/dy).
   Array fold_backward(const Array& grad_through_scale, const Array& sum_centered, const Array& sum);
+  // Data-parallel training with synchronised BatchNorm: the batch statistics (and the sums of
+  // the backward) are taken over the processes' shards together, as one process would take them
+  // over the global batch. Null: this process's shard alone.
+  void synchronise(std::shared_ptr<dist::Communicator> communicator) {
+    communicator_ = std::move(communicator);
+  }
 
  private:
+  struct Statistics {
+    Array mean, var;     // (C, 1): the mean and the biased variance
+    std::int64_t count;  // the values per channel they are over
+  };
+  Statistics batch_statistics(const Array& x2);
+  // Per-channel sums over the processes (a synchronised run; else `sums` itself).
+  Array summed_over_processes(const Array& sums, const char* what);
   void update_running(const Array& mu, const Array& var, std::int64_t m);
+  std::shared_ptr<dist::Communicator> communicator_;
+  std::int64_t count_ = 0;  // the values per channel of the last training forward's statistics
   std::int64_t channels_;
   double momentum_, eps_;
   bool affine_;

@@ -48,6 +48,9 @@ struct TrainConfig {
   // before each step, so that every process keeps the same weights. Rank 0 prints, writes the
   // checkpoints, the weights and the summary. Null: one process.
   std::shared_ptr<dist::Communicator> communicator;
+  // With a communicator: BatchNorm's statistics over every process's shard together (as one
+  // process over the global batch), instead of each process's own.
+  bool sync_bn = false;
   // Called after each training step, once its work is queued (the global step, 1-based): for
   // logging and profiling around the steps.
   std::function<void(std::int64_t)> on_step;

@@ -42,13 +42,14 @@ Array BatchNorm::forward(const Array& x) {
   if (training_) {
     if (m < 2)
       throw ValueError(cat(describe(), ": batch statistics need more than one value per channel"));
-    const Array mu = evaluate(mean(Expr(x2), 1));
-    const Array var = evaluate(mean(sqr(Expr(x2) - mu), 1));
+    const Statistics stats = batch_statistics(x2);
+    const Array& mu = stats.mean;
+    const Array& var = stats.var;
     inv_std_ = evaluate(reciprocal(sqrt(Expr(var) + eps_)));
     x_hat_ = new_tensor("normalised", x2.shape(), x.device());
     assign(x_hat_, (Expr(x2) - mu) * inv_std_, writes());
     assign(y, affine_ ? Expr(x_hat_) * gamma + beta : Expr(x_hat_), writes());
-    update_running(mu, var, m);
+    update_running(mu, var, stats.count);
     x_ = Array();
     mu_ = Array();
     input_shape_ = x.shape();
@@ -59,6 +60,32 @@ Array BatchNorm::forward(const Array& x) {
     assign(y, affine_ ? normalised * gamma + beta : normalised, writes());
   }
   return y.reshape(x.shape());
+}
+
+BatchNorm::Statistics BatchNorm::batch_statistics(const Array& x2) {
+  std::int64_t m = x2.dim(1);
+  if (!communicator_) {
+    count_ = m;
+    const Array mu = evaluate(mean(Expr(x2), 1), DType::f32);
+    return {mu, evaluate(mean(sqr(Expr(x2) - mu), 1), DType::f32), m};
+  }
+  // Two passes, as one process takes them: the global mean, then the global centred squares.
+  communicator_->all_reduce_sum(&m, 1, cat(describe(), ": the batch count"));
+  const double per = 1.0 / static_cast<double>(m);
+  const Array sum_x =
+      summed_over_processes(evaluate(sum(Expr(x2), 1), DType::f32), "the batch sums");
+  const Array mu = evaluate(Expr(sum_x) * per, DType::f32);
+  const Array sum_sq = summed_over_processes(evaluate(sum(sqr(Expr(x2) - mu), 1), DType::f32),
+                                             "the batch's centred squares");
+  count_ = m;
+  return {mu, evaluate(Expr(sum_sq) * per, DType::f32), m};
+}
+
+Array BatchNorm::summed_over_processes(const Array& sums, const char* what) {
+  if (!communicator_) return sums;
+  std::vector<float> v = sums.to_floats();
+  communicator_->all_reduce_sum(v.data(), v.size(), cat(describe(), ": ", what));
+  return Array::from_floats(v, sums.shape(), DType::f32, sums.device());
 }
 
 void BatchNorm::update_running(const Array& mu, const Array& var, std::int64_t m) {
@@ -78,9 +105,10 @@ BatchNorm::Fold BatchNorm::fold_forward(const Array& x) {
     throw ValueError(cat(describe(), ": batch statistics need more than one value per channel"));
   // Few launches (a flex16 step is bound by its host time): the statistics, the scale, the
   // running estimates; the inverse deviation is recomputed inside the backward's expressions.
-  const Array mu = evaluate(mean(Expr(x2), 1), DType::f32);
-  var_ = evaluate(mean(sqr(Expr(x2) - mu), 1), DType::f32);
-  update_running(mu, var_, m);
+  const Statistics stats = batch_statistics(x2);
+  const Array mu = stats.mean;
+  var_ = stats.var;
+  update_running(mu, var_, stats.count);
   x_ = x2;
   mu_ = mu;
   x_hat_ = Array();
@@ -101,9 +129,13 @@ Array BatchNorm::fold_backward(const Array& grad_through_scale, const Array& sum
   if (!x_.defined())
     throw ValueError(cat(describe(), ": fold_backward without a folded training forward"));
   const Array g = grad_through_scale.contiguous().reshape(x_.shape());
-  const double m = static_cast<double>(x_.dim(1));
-  const Array sc = sum_centered.reshape({channels_, 1});
-  const Array s = sum_g.reshape({channels_, 1});
+  const double m = static_cast<double>(count_);
+  // This process's sums give its part of the weight and bias gradients (the data-parallel
+  // exchange adds the parts); the input gradient needs the sums over every process.
+  const Array sc_here = sum_centered.reshape({channels_, 1});
+  const Array s_here = sum_g.reshape({channels_, 1});
+  const Array sc = summed_over_processes(sc_here, "the backward's centred sums");
+  const Array s = summed_over_processes(s_here, "the backward's sums");
   const Expr inv_std = reciprocal(sqrt(Expr(var_) + eps_));
   // sum(dL/dy * x_hat) = inv_std * sum(dL/dy * (x - mean)).
   const Expr sum_g_xhat = inv_std * sc;
@@ -114,8 +146,8 @@ Array BatchNorm::fold_backward(const Array& grad_through_scale, const Array& sum
     ensure_grad(bias_);
     Array gw = weight_.grad.reshape({channels_, 1});
     Array gb = bias_.grad.reshape({channels_, 1});
-    assign(gw, Expr(gw) + sum_g_xhat, writes());
-    assign(gb, Expr(gb) + s, writes());
+    assign(gw, Expr(gw) + inv_std * sc_here, writes());
+    assign(gb, Expr(gb) + s_here, writes());
   }
   // What the unfused backward computes, scale * (g_y - sum/m - x_hat * sum_g_xhat/m), with
   // scale * g_y given; the per-channel factors are recomputed per element, in the one pass.
@@ -133,9 +165,14 @@ Array BatchNorm::fold_backward(const Array& grad_through_scale, const Array& sum
 Array BatchNorm::backward(const Array& grad_output) {
   if (!x_hat_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
   const Array g = grad_output.contiguous().reshape(x_hat_.shape());
-  const double m = static_cast<double>(g.dim(1));
-  const Array sum_g = evaluate(sum(Expr(g), 1));
-  const Array sum_g_xhat = evaluate(sum(Expr(g) * x_hat_, 1));
+  const double m = static_cast<double>(count_);
+  // This process's sums give its part of the weight and bias gradients; the input gradient
+  // needs the sums over every process (the same ones in a run of one process).
+  const Array sum_g_here = evaluate(sum(Expr(g), 1));
+  const Array sum_g_xhat_here = evaluate(sum(Expr(g) * x_hat_, 1));
+  const Array sum_g = summed_over_processes(sum_g_here, "the backward's sums");
+  const Array sum_g_xhat =
+      summed_over_processes(sum_g_xhat_here, "the backward's sums against the normalised input");
   Array grad_x = new_tensor("input gradient", g.shape(), g.device(), TensorClass::gradients);
   Expr scale = Expr(inv_std_);
   if (affine_) {
@@ -144,8 +181,8 @@ Array BatchNorm::backward(const Array& grad_output) {
     ensure_grad(bias_);
     Array gw = weight_.grad.reshape({channels_, 1});
     Array gb = bias_.grad.reshape({channels_, 1});
-    assign(gw, Expr(gw) + sum_g_xhat, writes());
-    assign(gb, Expr(gb) + sum_g, writes());
+    assign(gw, Expr(gw) + sum_g_xhat_here, writes());
+    assign(gb, Expr(gb) + sum_g_here, writes());
   }
   assign(grad_x,
          scale * (Expr(g) - Expr(sum_g) * (1.0 / m) - Expr(x_hat_) * sum_g_xhat * (1.0 / m)),

@@ -24,15 +24,14 @@ GradientSync::GradientSync(dist::Communicator& comm, std::vector<Parameter*> par
   }
 }
 
-void GradientSync::all_reduce(double share) {
-  const float weight = static_cast<float>(share);
+void GradientSync::all_reduce() {
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     buffer_.clear();
     for (const Parameter* p : buckets_[k]) {
       if (!p->grad.defined())
         throw ValueError(cat("data-parallel step: parameter '", p->name, "' has no gradient"));
       const std::vector<float> g = p->grad.to_floats();
-      for (float v : g) buffer_.push_back(v * weight);
+      buffer_.insert(buffer_.end(), g.begin(), g.end());
     }
     comm_.all_reduce_sum(
         buffer_.data(), buffer_.size(),

@@ -1,6 +1,6 @@
-// The gradient exchange of data-parallel training: after each backward, every trainable
-// parameter's gradient becomes the sum over the processes of each one's gradient weighted by its
-// share of the global batch, which is the gradient of the global batch's mean loss.
+// The gradient exchange of data-parallel training: after each backward (of each process's loss
+// weighted by its share of the global batch), every trainable parameter's gradient becomes the
+// sum over the processes, the gradient of the global batch's mean loss.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -16,8 +16,7 @@ class GradientSync {
   // them: the last layer's first), one collective per bucket.
   GradientSync(dist::Communicator& comm, std::vector<Parameter*> params,
                std::size_t bucket_bytes = std::size_t{25} << 20);
-  // `share`: this process's samples over the global batch's.
-  void all_reduce(double share);
+  void all_reduce();
 
  private:
   dist::Communicator& comm_;

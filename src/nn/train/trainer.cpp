@@ -492,7 +492,10 @@ TrainResult train(const TrainConfig& config) {
   net.reset_parameters(init_rng);
   const Precision precision = r.precision_settings();
   const std::uint64_t hash = model_hash(net);
-  if (comm) check_same_configuration(*comm, r.text(), hash);
+  if (comm) check_same_configuration(*comm, cat(r.text(), "sync_bn=", config.sync_bn), hash);
+  if (comm && config.sync_bn && world > 1)
+    for (std::size_t i = 0; i < net.size(); ++i)
+      if (auto* bn = dynamic_cast<BatchNorm*>(&net[i])) bn->synchronise(config.communicator);
   const LossKind loss_kind = parse_loss(r.loss);
   std::unique_ptr<Optimizer> optimizer = make_optimizer(r.optimizer, r.optimizer_options());
   Schedule schedule;
@@ -587,8 +590,9 @@ TrainResult train(const TrainConfig& config) {
                     r.batch, ", ", train_loader.samples(), " training samples, device ",
                     device.str(), ", seed ", r.seed,
                     world > 1 ? cat("\n  data parallel: ", world,
-                                    " processes, each with its part "
-                                    "of every batch, gradients summed over them (MPI)")
+                                    " processes, each with its part of every batch, gradients "
+                                    "summed over them (MPI); BatchNorm statistics ",
+                                    config.sync_bn ? "over all of them" : "per process")
                               : std::string()));
   if (precision.dtype == DType::flex16) {
     std::string formats;
@@ -680,10 +684,17 @@ TrainResult train(const TrainConfig& config) {
           rate_loss_on_device(out, b->labels, loss_kind, step_log.loss_slot(step_in_epoch),
                               step_log.correct_slot(step_in_epoch));
       net.zero_grad();
-      net.backward(loss.grad_output);
-      if (gradient_sync)
-        gradient_sync->all_reduce(static_cast<double>(b->labels.dim(0)) /
-                                  static_cast<double>(b->global_size));
+      if (gradient_sync) {
+        // The gradient of the global batch's mean loss: this shard's mean weighted by its share
+        // (so that a synchronised BatchNorm mixes like-scaled gradients), summed over the
+        // processes after the backward.
+        const double share =
+            static_cast<double>(b->labels.dim(0)) / static_cast<double>(b->global_size);
+        net.backward(evaluate(Expr(loss.grad_output) * share));
+        gradient_sync->all_reduce();
+      } else {
+        net.backward(loss.grad_output);
+      }
       optimizer->step(params, lr);
       step_log.finish_step(step_in_epoch, b->labels.dim(0), params);
       ++step_in_epoch;
