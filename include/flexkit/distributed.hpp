@@ -34,6 +34,17 @@ class Communicator {
   virtual void all_reduce_sum(float* data, std::size_t count, const std::string& what) = 0;
   virtual void all_reduce_sum(double* data, std::size_t count, const std::string& what) = 0;
   virtual void all_reduce_sum(std::int64_t* data, std::size_t count, const std::string& what) = 0;
+  // A collective under way: wait() returns when it is complete (or stops the job past the
+  // timeout, as the blocking calls do); progress() lets it advance meanwhile.
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    virtual void progress() = 0;
+    virtual void wait() = 0;
+  };
+  // all_reduce_sum started without waiting: `data` must stay untouched until wait() returns.
+  virtual std::unique_ptr<Pending> start_all_reduce_sum(float* data, std::size_t count,
+                                                        const std::string& what) = 0;
   // Every process's `bytes` bytes, in rank order, into `all` (size() * bytes).
   virtual void all_gather(const void* mine, void* all, std::size_t bytes,
                           const std::string& what) = 0;

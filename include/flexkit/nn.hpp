@@ -19,6 +19,7 @@
 //   optimizer.step(net.parameters(), lr);
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -351,7 +352,10 @@ class Sequential {
   Layer& operator[](std::size_t i) { return *layers_[i]; }
   const Layer& operator[](std::size_t i) const { return *layers_[i]; }
   Array forward(const Array& x);
-  Array backward(const Array& grad_output);
+  // `layer_done(i)`, when given, is called as soon as layer i's parameter gradients are final
+  // (from the last layer down): data-parallel training starts exchanging them then.
+  Array backward(const Array& grad_output,
+                 const std::function<void(std::size_t)>& layer_done = nullptr);
   void set_training(bool training);
   void to(Device device);
   // Every layer's precision (Layer::set_precision); a flex16 network also converts an f32

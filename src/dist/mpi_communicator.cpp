@@ -61,6 +61,14 @@ class MpiWorld final : public Communicator {
   void all_reduce_sum(std::int64_t* data, std::size_t count, const std::string& what) override {
     reduce(data, count, MPI_INT64_T, what);
   }
+  std::unique_ptr<Pending> start_all_reduce_sum(float* data, std::size_t count,
+                                                const std::string& what) override {
+    auto pending = std::make_unique<MpiPending>(*this, what);
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, as_int(count, what), MPI_FLOAT, MPI_SUM,
+                         MPI_COMM_WORLD, &pending->request),
+          what);
+    return pending;
+  }
   void all_gather(const void* mine, void* all, std::size_t bytes,
                   const std::string& what) override {
     MPI_Request request;
@@ -80,6 +88,29 @@ class MpiWorld final : public Communicator {
   }
 
  private:
+  struct MpiPending final : Pending {
+    MpiPending(MpiWorld& world, std::string what) : world(world), what(std::move(what)) {}
+    ~MpiPending() override {
+      try {
+        if (!done) wait();  // MPI must see every request completed
+      } catch (...) {
+      }
+    }
+    void progress() override {
+      int flag = 0;
+      if (!done) world.check(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), what);
+      done = done || flag;
+    }
+    void wait() override {
+      if (!done) world.wait(request, what);
+      done = true;
+    }
+    MpiWorld& world;
+    std::string what;
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool done = false;
+  };
+
   void check(int code, const std::string& what) const {
     if (code != MPI_SUCCESS)
       throw DistributedError("rank " + std::to_string(rank_) + ": " + what +

@@ -49,7 +49,8 @@ Array Sequential::forward(const Array& x) {
   return h;
 }
 
-Array Sequential::backward(const Array& grad_output) {
+Array Sequential::backward(const Array& grad_output,
+                           const std::function<void(std::size_t)>& layer_done) {
   Array g = precision_.dtype == DType::flex16 && grad_output.defined()
                 ? as_flex16(grad_output, loss_gradient_manager_)
                 : grad_output;
@@ -60,10 +61,15 @@ Array Sequential::backward(const Array& grad_output) {
       const Spiking::FoldGradients& sums = sn.fold_gradients();
       g = static_cast<BatchNorm&>(*layers_[i - 1]).fold_backward(g, sums.sum_centered, sums.sum);
       folded_[i - 1] = 0;
+      if (layer_done) {
+        layer_done(i);
+        layer_done(i - 1);
+      }
       --i;
       continue;
     }
     g = layers_[i]->backward(g);
+    if (layer_done) layer_done(i);
   }
   return g;
 }

@@ -1,8 +1,13 @@
-// The gradient exchange of data-parallel training: after each backward (of each process's loss
-// weighted by its share of the global batch), every trainable parameter's gradient becomes the
+// The gradient exchange of data-parallel training: after the backward of each process's loss
+// (weighted by its share of the global batch), every trainable parameter's gradient becomes the
 // sum over the processes, the gradient of the global batch's mean loss.
+//
+// As PyTorch's DDP: the gradients go in buckets of about 25 MB in the order the backward writes
+// them (the last layer's first), and a bucket's all-reduce starts as soon as the backward has
+// finished its layers, so that the exchange overlaps the backward of the layers before them.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "flexkit/distributed.hpp"
@@ -12,16 +17,23 @@ namespace flexkit::nn {
 
 class GradientSync {
  public:
-  // Gradients are exchanged in buckets of about `bucket_bytes` (in the order the backward writes
-  // them: the last layer's first), one collective per bucket.
-  GradientSync(dist::Communicator& comm, std::vector<Parameter*> params,
+  GradientSync(dist::Communicator& comm, Sequential& net,
                std::size_t bucket_bytes = std::size_t{25} << 20);
-  void all_reduce();
+  // Sequential::backward's layer_done: starts every bucket whose layers are all done.
+  void layer_done(std::size_t layer);
+  // After the backward: starts what is left, waits for every bucket and writes the sums back.
+  void finish();
 
  private:
+  struct Bucket {
+    std::vector<Parameter*> params;
+    std::size_t first_layer = 0;  // the lowest layer index among its parameters'
+    std::vector<float> buffer;
+    std::unique_ptr<dist::Communicator::Pending> pending;
+  };
+  void start(std::size_t k);
   dist::Communicator& comm_;
-  std::vector<std::vector<Parameter*>> buckets_;
-  std::vector<float> buffer_;
+  std::vector<Bucket> buckets_;
 };
 
 }  // namespace flexkit::nn

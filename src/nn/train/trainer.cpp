@@ -581,7 +581,7 @@ TrainResult train(const TrainConfig& config) {
     }
   }
   std::optional<GradientSync> gradient_sync;
-  if (comm && world > 1) gradient_sync.emplace(*comm, net.parameters());
+  if (comm && world > 1) gradient_sync.emplace(*comm, net);
 
   Progress progress(stdout, !config.quiet && rank == 0);
   progress.line(cat("flexkit train: ", r.model == r.architecture ? "" : r.model + " = ",
@@ -690,8 +690,9 @@ TrainResult train(const TrainConfig& config) {
         // processes after the backward.
         const double share =
             static_cast<double>(b->labels.dim(0)) / static_cast<double>(b->global_size);
-        net.backward(evaluate(Expr(loss.grad_output) * share));
-        gradient_sync->all_reduce();
+        net.backward(evaluate(Expr(loss.grad_output) * share),
+                     [&](std::size_t layer) { gradient_sync->layer_done(layer); });
+        gradient_sync->finish();
       } else {
         net.backward(loss.grad_output);
       }
