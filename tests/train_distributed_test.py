@@ -120,6 +120,20 @@ class Distributed(unittest.TestCase):
                     for k in b.files if b[k].dtype.kind == "f" and np.abs(b[k]).max() > 0)
         self.assertGreater(worst, 1e-4)
 
+    def test_resume_continues_bit_for_bit(self):
+        dp = [*COMMON, "--distributed"]
+        r = mpirun([*dp, "--save", self.path("full.npz"), "--checkpoint", self.path("ck")],
+                   [*dp, "--save", self.path("full.npz"), "--checkpoint", self.path("ck")])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        resume = ["--resume", self.path("ck/epoch-1.ckpt"), "--distributed", "--quiet", "--device", "cpu",
+                  "--save", self.path("resumed.npz")]
+        r = mpirun(resume, resume)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        a, b = np.load(self.path("full.npz")), np.load(self.path("resumed.npz"))
+        self.assertEqual(sorted(a.files), sorted(b.files))
+        for k in a.files:
+            self.assertTrue(np.array_equal(a[k], b[k]), k)
+
     def test_sync_bn_without_distributed_is_a_usage_error(self):
         r = single(*COMMON, "--sync-bn")
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
