@@ -706,9 +706,12 @@ TrainResult train(const TrainConfig& config) {
       if (progress.due(step_in_epoch) ||
           std::chrono::steady_clock::now() - last_check > std::chrono::seconds(1)) {
         const StepLog::Reading& t = check();
+        // Rank 0's running loss and accuracy; the rate counts every process's samples (shards
+        // differ by one sample at most).
         progress.step(
             step_in_epoch, t.loss_sum / static_cast<double>(std::max<std::int64_t>(1, t.samples)),
-            t.correct / static_cast<double>(std::max<std::int64_t>(1, t.samples)), t.samples);
+            t.correct / static_cast<double>(std::max<std::int64_t>(1, t.samples)),
+            t.samples * world);
       }
       if (comm && world > 1) {  // a stop (Ctrl-C reaches every process) at the same step
         std::int64_t stop = g_stop ? 1 : 0;
