@@ -58,8 +58,9 @@ struct Batch {
                  // for Fashion-MNIST. B is batch_size, or fewer for the last batch.
   Array labels;  // i32 [B] on the same device
   std::vector<std::int32_t> host_labels;
-  std::int64_t index = 0;        // batch index in the epoch
-  std::int64_t global_size = 0;  // the samples of the whole batch, over every shard
+  std::int64_t index = 0;          // batch index in the epoch
+  std::int64_t global_size = 0;    // the samples of the whole batch, over every shard
+  std::int64_t global_offset = 0;  // where this shard's samples start in the whole batch
 };
 
 struct LoaderOptions {

@@ -292,11 +292,20 @@ class Dropout : public Layer {
   Array backward(const Array& grad_output) override;
   JsonValue config() const override;
   Rng& rng() { return rng_; }
+  // Data-parallel training: the batches this layer sees are samples [offset, offset + B) of a
+  // global batch of `global_batch`; each mask is drawn for the whole global batch (the same
+  // draws in every process, and in one process training on the global batch) and this part
+  // used. global_batch 0: the batch is the whole batch.
+  void set_shard(std::int64_t offset, std::int64_t global_batch) {
+    shard_offset_ = offset;
+    global_batch_ = global_batch;
+  }
 
  private:
   double p_;
   Rng rng_;
   Array mask_;
+  std::int64_t shard_offset_ = 0, global_batch_ = 0;
 };
 
 // A spiking neuron run over T steps in one kernel call, reading and writing (*f, T, N) in

@@ -47,7 +47,7 @@ struct HostBatch {
   Array images;  // f32 (1, H, W, 1, B) on the cpu
   std::vector<std::int32_t> labels;
   std::int64_t index = 0;
-  std::int64_t global_size = 0;
+  std::int64_t global_size = 0, global_offset = 0;
 };
 
 }  // namespace
@@ -102,6 +102,7 @@ struct BatchLoader::State {
     HostBatch out;
     out.index = b;
     out.global_size = global_count;
+    out.global_offset = lo;
     out.images = Array::empty({1, height, width, 1, count}, DType::f32, Device::cpu());
     out.labels.resize(static_cast<std::size_t>(count));
     std::vector<const std::uint8_t*> rows(static_cast<std::size_t>(count));
@@ -249,6 +250,7 @@ std::optional<Batch> BatchLoader::next() {
   Batch out;
   out.index = host.index;
   out.global_size = host.global_size;
+  out.global_offset = host.global_offset;
   const Device device = s.options.device;
   const Shape label_shape{static_cast<std::int64_t>(host.labels.size())};
   // Host memory here is pageable (src/core has no pinned allocation), so a CUDA copy is

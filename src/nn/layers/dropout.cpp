@@ -16,12 +16,22 @@ std::string Dropout::describe() const {
 Array Dropout::forward(const Array& x) {
   const ActivationShape a = split_activation(x, describe());
   if (!training_ || p_ == 0) return x;
-  // One mask per (feature, sample), the same at every step; drawn on the host from the seed.
-  Shape mask_shape = with_time_batch(a.features, 1, a.batch);
-  std::vector<float> mask(static_cast<std::size_t>(shape_numel(mask_shape)));
+  // One mask per (feature, sample), the same at every step; drawn on the host from the seed, for
+  // the global batch when this is a part of one (set_shard), and this part taken.
+  const std::int64_t global = global_batch_ > 0 ? global_batch_ : a.batch;
+  if (shard_offset_ < 0 || shard_offset_ + a.batch > global)
+    throw ValueError(cat(describe(), ": samples [", shard_offset_, ", ", shard_offset_ + a.batch,
+                         ") are not part of a global batch of ", global));
+  const std::int64_t features = shape_numel(a.features);
+  std::vector<float> mask(static_cast<std::size_t>(features * a.batch));
   const float keep_scale = static_cast<float>(1.0 / (1.0 - p_));
-  for (float& m : mask) m = rng_.uniform() < p_ ? 0.0f : keep_scale;
-  mask_ = Array::from_floats(mask, mask_shape, DType::f32, x.device());
+  for (std::int64_t f = 0; f < features; ++f)
+    for (std::int64_t b = 0; b < global; ++b) {
+      const float m = rng_.uniform() < p_ ? 0.0f : keep_scale;
+      if (b >= shard_offset_ && b < shard_offset_ + a.batch)
+        mask[static_cast<std::size_t>(f * a.batch + b - shard_offset_)] = m;
+    }
+  mask_ = Array::from_floats(mask, with_time_batch(a.features, 1, a.batch), DType::f32, x.device());
   Array y = new_tensor("output", x.shape(), x.device());
   assign(y, Expr(x) * mask_, writes());
   return y;

@@ -679,6 +679,10 @@ TrainResult train(const TrainConfig& config) {
     while (std::optional<Batch> b = train_loader.next()) {
       check_labels(*b, classes);
       const AutoflexWriteLabel label(global_step + 1);
+      if (world > 1)  // dropout draws its masks for the global batch and takes this shard's
+        for (std::size_t i = 0; i < net.size(); ++i)
+          if (auto* d = dynamic_cast<Dropout*>(&net[i]))
+            d->set_shard(b->global_offset, b->global_size);
       const Array out = net.forward(b->images);
       const DeviceLossResult loss =
           rate_loss_on_device(out, b->labels, loss_kind, step_log.loss_slot(step_in_epoch),
@@ -708,10 +712,10 @@ TrainResult train(const TrainConfig& config) {
         const StepLog::Reading& t = check();
         // Rank 0's running loss and accuracy; the rate counts every process's samples (shards
         // differ by one sample at most).
-        progress.step(
-            step_in_epoch, t.loss_sum / static_cast<double>(std::max<std::int64_t>(1, t.samples)),
-            t.correct / static_cast<double>(std::max<std::int64_t>(1, t.samples)),
-            t.samples * world);
+        progress.step(step_in_epoch,
+                      t.loss_sum / static_cast<double>(std::max<std::int64_t>(1, t.samples)),
+                      t.correct / static_cast<double>(std::max<std::int64_t>(1, t.samples)),
+                      t.samples * world);
       }
       if (comm && world > 1) {  // a stop (Ctrl-C reaches every process) at the same step
         std::int64_t stop = g_stop ? 1 : 0;
