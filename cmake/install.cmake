@@ -12,9 +12,10 @@ install(TARGETS flexkit EXPORT flexkitTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT flexkit)
 # Only the public headers (include/flexkit, portable/ included: public headers include it). The
 # device headers under rtc/ are embedded into the library, and those under src/ are internal.
+# distributed_mpi.hpp stays out: its library (flexkit_mpi, for the command line) is not installed.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/flexkit
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT flexkit
-        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h" PATTERN "distributed_mpi.hpp" EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/generated/include/flexkit/version.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flexkit COMPONENT flexkit)
 # Guarded so that a build leaving the command line out still installs the library.

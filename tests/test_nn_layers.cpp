@@ -573,6 +573,24 @@ TEST(NnLoss, OnDeviceIntoSlotsMatchesFloat64) {
   // A slot that is not one f32 element is refused.
   EXPECT_THROW(rate_loss_on_device(out, label_array, LossKind::mse, record(0, slice(0, 2))),
                ShapeError);
+  // A shard of a global batch of 3N: the same loss, the gradient of the global mean.
+  const std::int64_t global = 3 * n;
+  const DeviceLossResult shard =
+      rate_loss_on_device(out, label_array, LossKind::mse, {}, {}, global);
+  EXPECT_NEAR(shard.loss.to_doubles().at(0), mse, 1e-6 * mse);
+  const std::vector<double> gs = shard.grad_output.to_doubles();
+  for (std::int64_t c = 0; c < classes; ++c)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double want = 2.0 * (rate[c * n + i] - (c == labels[static_cast<std::size_t>(i)])) /
+                          static_cast<double>(global * classes * steps);
+      ASSERT_NEAR(gs[(c * steps) * n + i], want, 1e-8) << c << " " << i;
+    }
+  const DeviceLossResult ce_shard =
+      rate_loss_on_device(out, label_array, LossKind::cross_entropy, {}, {}, global);
+  const std::vector<double> ge = e.grad_output.to_doubles(),
+                            ges = ce_shard.grad_output.to_doubles();
+  for (std::size_t i = 0; i < ge.size(); ++i) ASSERT_NEAR(ges[i], ge[i] / 3.0, 1e-8) << i;
+  EXPECT_THROW(rate_loss_on_device(out, label_array, LossKind::mse, {}, {}, n - 1), ValueError);
 }
 
 }  // namespace

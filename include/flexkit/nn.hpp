@@ -436,6 +436,9 @@ LossResult rate_loss(const Array& output, const Array& labels, LossKind kind);
 // count of correct answers are written on the output's device, into `loss` and `correct` when
 // given (one-element f32 arrays, e.g. slots of a per-epoch record) or into fresh ones. Labels
 // are not range-checked here (that needs a read): check them once, before the loop.
+// `gradient_batch` > 0: grad_output is that of the mean over a batch of this many samples, of
+// which this one is a part (a data-parallel shard of the global batch; the loss stays this
+// part's mean).
 struct DeviceLossResult {
   Array loss;     // f32 [1]: the mean over the batch
   Array correct;  // f32 [1]: how many argmax(rate) equal the label
@@ -443,7 +446,8 @@ struct DeviceLossResult {
   Array rate;
 };
 DeviceLossResult rate_loss_on_device(const Array& output, const Array& labels, LossKind kind,
-                                     const Array& loss = {}, const Array& correct = {});
+                                     const Array& loss = {}, const Array& correct = {},
+                                     std::int64_t gradient_batch = 0);
 
 // ---- optimizers: every update is fused expressions over the parameter tensors
 // ---------------------

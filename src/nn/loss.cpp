@@ -57,7 +57,8 @@ Expr one_hot_of(const Array& labels, std::int64_t classes, Device device) {
 }  // namespace
 
 DeviceLossResult rate_loss_on_device(const Array& output, const Array& labels, LossKind kind,
-                                     const Array& loss, const Array& correct) {
+                                     const Array& loss, const Array& correct,
+                                     std::int64_t gradient_batch) {
   check_loss_operands(output, labels);
   const std::int64_t classes = output.dim(0), steps = output.dim(1), n = output.dim(2);
   const Device device = output.device();
@@ -68,17 +69,22 @@ DeviceLossResult rate_loss_on_device(const Array& output, const Array& labels, L
   const Array rate = evaluate(mean(Expr(output), 1));
   const Expr one_hot = one_hot_of(labels, classes, device);
   r.grad_output = Array::empty(output.shape(), DType::f32, device);
+  if (gradient_batch < 0 || (gradient_batch > 0 && gradient_batch < n))
+    throw ValueError(
+        cat("loss: a gradient batch of ", gradient_batch, " samples cannot hold these ", n));
   const double nd = static_cast<double>(n);
+  const double gd = static_cast<double>(gradient_batch > 0 ? gradient_batch : n);
   if (kind == LossKind::cross_entropy) {
     const Array top = evaluate(max(Expr(rate), 0));
     const Array log_sum = evaluate(log(sum(exp(Expr(rate) - top), 0)) + top);
     // −log softmax(rate)[label], averaged over the batch.
     assign(r.loss, sum(one_hot * (Expr(log_sum) - rate)) * (1.0 / nd));
-    assign(r.grad_output, (exp(Expr(rate) - log_sum) - one_hot) * (1.0 / (nd * steps)));
+    assign(r.grad_output, (exp(Expr(rate) - log_sum) - one_hot) * (1.0 / (gd * steps)));
   } else {
     const double count = nd * static_cast<double>(classes);
     assign(r.loss, sum(sqr(Expr(rate) - one_hot)) * (1.0 / count));
-    assign(r.grad_output, (Expr(rate) - one_hot) * (2.0 / (count * steps)));
+    assign(r.grad_output,
+           (Expr(rate) - one_hot) * (2.0 / (gd * static_cast<double>(classes) * steps)));
   }
   assign(r.correct, sum(eq(argmax(Expr(rate), 0), labels.reshape({1, 1, n}))));
   r.rate = rate.reshape({classes, n});

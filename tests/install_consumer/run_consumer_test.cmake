@@ -61,6 +61,8 @@ file(GLOB_RECURSE installed_headers RELATIVE "${prefix}/include" "${prefix}/incl
 file(GLOB_RECURSE public_headers RELATIVE "${flexkit_source_dir}/include"
      "${flexkit_source_dir}/include/flexkit/*.hpp" "${flexkit_source_dir}/include/flexkit/*.h")
 list(APPEND public_headers flexkit/version.hpp)  # generated from version.hpp.in
+# The MPI communicator's header goes with the command line's flexkit_mpi, which is not installed.
+list(REMOVE_ITEM public_headers flexkit/distributed_mpi.hpp)
 list(SORT installed_headers)
 list(SORT public_headers)
 if(NOT installed_headers STREQUAL public_headers)

@@ -684,17 +684,15 @@ TrainResult train(const TrainConfig& config) {
           if (auto* d = dynamic_cast<Dropout*>(&net[i]))
             d->set_shard(b->global_offset, b->global_size);
       const Array out = net.forward(b->images);
-      const DeviceLossResult loss =
-          rate_loss_on_device(out, b->labels, loss_kind, step_log.loss_slot(step_in_epoch),
-                              step_log.correct_slot(step_in_epoch));
+      // Data parallel: the loss gradient is that of the global batch's mean (each shard's part
+      // of it, so that a synchronised BatchNorm mixes like-scaled gradients), and the
+      // parameters' gradients are summed over the processes during and after the backward.
+      const DeviceLossResult loss = rate_loss_on_device(
+          out, b->labels, loss_kind, step_log.loss_slot(step_in_epoch),
+          step_log.correct_slot(step_in_epoch), gradient_sync ? b->global_size : 0);
       net.zero_grad();
       if (gradient_sync) {
-        // The gradient of the global batch's mean loss: this shard's mean weighted by its share
-        // (so that a synchronised BatchNorm mixes like-scaled gradients), summed over the
-        // processes after the backward.
-        const double share =
-            static_cast<double>(b->labels.dim(0)) / static_cast<double>(b->global_size);
-        net.backward(evaluate(Expr(loss.grad_output) * share),
+        net.backward(loss.grad_output,
                      [&](std::size_t layer) { gradient_sync->layer_done(layer); });
         gradient_sync->finish();
       } else {
