@@ -251,6 +251,10 @@ class BatchNorm : public Layer {
     std::int64_t count;  // the values per channel they are over
   };
   Statistics batch_statistics(const Array& x2);
+  // The per-channel factor of the normalisation: inv_std, times the weight when affine.
+  Expr scaled(const Expr& inv_std) const;
+  // Adds (C, 1) weight and bias gradients (nothing without the affine map).
+  void add_affine_gradients(const Expr& d_weight, const Expr& d_bias);
   // Per-channel sums over the processes (a synchronised run; else `sums` itself).
   Array summed_over_processes(const Array& sums, const char* what);
   void update_running(const Array& mu, const Array& var, std::int64_t m);

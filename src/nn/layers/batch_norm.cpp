@@ -96,6 +96,20 @@ void BatchNorm::update_running(const Array& mu, const Array& var, std::int64_t m
   assign(rv, (1.0 - momentum_) * Expr(rv) + (momentum_ * unbias) * Expr(var));
 }
 
+Expr BatchNorm::scaled(const Expr& inv_std) const {
+  return affine_ ? inv_std * weight_.value.reshape({channels_, 1}) : inv_std;
+}
+
+void BatchNorm::add_affine_gradients(const Expr& d_weight, const Expr& d_bias) {
+  if (!affine_) return;
+  ensure_grad(weight_);
+  ensure_grad(bias_);
+  Array gw = weight_.grad.reshape({channels_, 1});
+  Array gb = bias_.grad.reshape({channels_, 1});
+  assign(gw, Expr(gw) + d_weight, writes());
+  assign(gb, Expr(gb) + d_bias, writes());
+}
+
 BatchNorm::Fold BatchNorm::fold_forward(const Array& x) {
   const ActivationShape a = split_activation(x, describe());
   output_features(a.features);
@@ -117,9 +131,7 @@ BatchNorm::Fold BatchNorm::fold_forward(const Array& x) {
   const Expr inv_std = reciprocal(sqrt(Expr(var_) + eps_));
   Fold fold;
   fold.center = mu.reshape({channels_});
-  fold.scale =
-      evaluate(affine_ ? inv_std * weight_.value.reshape({channels_, 1}) : inv_std, DType::f32)
-          .reshape({channels_});
+  fold.scale = evaluate(scaled(inv_std), DType::f32).reshape({channels_});
   fold.shift = affine_ ? bias_.value : Array::zeros({channels_}, DType::f32, x.device());
   return fold;
 }
@@ -139,16 +151,8 @@ Array BatchNorm::fold_backward(const Array& grad_through_scale, const Array& sum
   const Expr inv_std = reciprocal(sqrt(Expr(var_) + eps_));
   // sum(dL/dy * x_hat) = inv_std * sum(dL/dy * (x - mean)).
   const Expr sum_g_xhat = inv_std * sc;
-  Expr scale = inv_std;
-  if (affine_) {
-    scale = scale * weight_.value.reshape({channels_, 1});
-    ensure_grad(weight_);
-    ensure_grad(bias_);
-    Array gw = weight_.grad.reshape({channels_, 1});
-    Array gb = bias_.grad.reshape({channels_, 1});
-    assign(gw, Expr(gw) + inv_std * sc_here, writes());
-    assign(gb, Expr(gb) + s_here, writes());
-  }
+  const Expr scale = scaled(inv_std);
+  add_affine_gradients(inv_std * sc_here, Expr(s_here));
   // What the unfused backward computes, scale * (g_y - sum/m - x_hat * sum_g_xhat/m), with
   // scale * g_y given; the per-channel factors are recomputed per element, in the one pass.
   Array grad_x = new_tensor("input gradient", g.shape(), g.device(), TensorClass::gradients);
@@ -174,16 +178,8 @@ Array BatchNorm::backward(const Array& grad_output) {
   const Array sum_g_xhat =
       summed_over_processes(sum_g_xhat_here, "the backward's sums against the normalised input");
   Array grad_x = new_tensor("input gradient", g.shape(), g.device(), TensorClass::gradients);
-  Expr scale = Expr(inv_std_);
-  if (affine_) {
-    scale = scale * weight_.value.reshape({channels_, 1});
-    ensure_grad(weight_);
-    ensure_grad(bias_);
-    Array gw = weight_.grad.reshape({channels_, 1});
-    Array gb = bias_.grad.reshape({channels_, 1});
-    assign(gw, Expr(gw) + sum_g_xhat_here, writes());
-    assign(gb, Expr(gb) + sum_g_here, writes());
-  }
+  const Expr scale = scaled(Expr(inv_std_));
+  add_affine_gradients(Expr(sum_g_xhat_here), Expr(sum_g_here));
   assign(grad_x,
          scale * (Expr(g) - Expr(sum_g) * (1.0 / m) - Expr(x_hat_) * sum_g_xhat * (1.0 / m)),
          writes());

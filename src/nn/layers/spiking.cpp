@@ -79,19 +79,15 @@ Array Spiking::backward(const Array& grad_output) {
   NeuronGradients g =
       neuron_backward(neuron, *residuals_, {{neuron_.outputs()[0], grad_output.contiguous()}});
   residuals_ = nullptr;
+  for (Parameter& p : params_) {
+    ensure_grad(p);
+    assign(p.grad, Expr(p.grad) + g.params.at(p.name).reshape({}), writes());
+  }
   if (folded_) {
     fold_gradients_ = {g.params.at("bn_scale"), g.params.at("bn_shift")};
     folded_ = false;
     // dL/dy * scale, f32: BatchNorm::fold_backward turns it into the stored input gradient.
-    for (Parameter& p : params_) {
-      ensure_grad(p);
-      assign(p.grad, Expr(p.grad) + g.params.at(p.name).reshape({}), writes());
-    }
     return g.inputs.at(neuron_.inputs()[0]).reshape(input_shape_);
-  }
-  for (Parameter& p : params_) {
-    ensure_grad(p);
-    assign(p.grad, Expr(p.grad) + g.params.at(p.name).reshape({}), writes());
   }
   const Array gx = g.inputs.at(neuron_.inputs()[0]);  // f32, summed over T for a repeated input
   if (!flex()) return gx.reshape(input_shape_);
