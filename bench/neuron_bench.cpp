@@ -1,12 +1,23 @@
 // FlexSN LIF on the GPU against the device's copy rate C, measured in the same process: the
 // benchmark shape (T = 32, batch 64, 224x224 neurons, sigmoid(4)), inference and
 // forward+backward, the built-in LIF beside the same LIF written as plain neuron-language text,
-// T = 4 and 128, u8 spikes and bf16/flex16 residuals with their memory. bench/torch_lif.py
-// measures the torch.compile'd PyTorch loop on the same shapes in the same GPU script run.
+// T = 4, 8 and 128, u8 spikes and bf16/flex16 residuals with their memory, and PLIF (learnable w,
+// its gradient reduced) at T = 8. bench/torch_lif.py measures the torch.compile'd PyTorch loop on
+// the same shapes in the same GPU script run.
+//
+// Times are the GPU's: before each timed call a 512 MiB memset is queued (it also evicts L2), so
+// the host prepares the call while the GPU is busy, as in a training step, and the events time
+// the launches themselves (launch latency and wave tails included, host work not). The per-call
+// column (events around a call on an idle GPU, host work included) is printed for short T,
+// where the host part weighs.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "bench_util.hpp"
 #include "flexkit/neuron.hpp"
@@ -18,10 +29,43 @@ namespace {
 
 double c_gbs = 0;
 
-void row(const std::string& name, double ms, double bytes, const char* note = "") {
+void row(const std::string& name, double ms, double bytes, const std::string& note = "") {
   const double gbs = bytes / ms / 1e6;
   std::printf("| %-52s | %8.3f | %8.1f | %6.1f %% | %s\n", name.c_str(), ms, gbs,
-              100.0 * gbs / c_gbs, note);
+              100.0 * gbs / c_gbs, note.c_str());
+}
+
+// The median GPU time of `body` with its host work hidden behind a memset queued before it.
+double device_ms(const std::function<void()>& body) {
+  static void* scratch = nullptr;
+  constexpr std::size_t kScratch = std::size_t{512} << 20;
+  if (!scratch && cudaMalloc(&scratch, kScratch) != cudaSuccess) {
+    std::fprintf(stderr, "bench_neuron: cudaMalloc of the scratch failed\n");
+    std::exit(1);
+  }
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (int i = 0; i < bench::kWarmup; ++i) body();
+  std::vector<float> times;
+  for (int i = 0; i < bench::kRepeats; ++i) {
+    cudaMemsetAsync(scratch, i & 0xff, kScratch, nullptr);
+    cudaEventRecord(start);
+    body();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    times.push_back(ms);
+  }
+  if (cudaGetLastError() != cudaSuccess) {
+    std::fprintf(stderr, "bench_neuron: a CUDA call failed\n");
+    std::exit(1);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 constexpr const char* kPlainLif = R"(neuron plain_lif(x; v) -> s {
@@ -34,21 +78,29 @@ struct Timing {
   double inference_ms = 0;  // outputs and final state only (minimal traffic)
   double fwd_ms = 0;
   double bwd_ms = 0;
+  double call_fwd_bwd_ms = 0;  // events around each call on an idle GPU: host work included
   std::size_t residual_bytes = 0;
 };
 
 Timing measure(const Neuron& neuron, const Array& x, const Array& gs, NeuronStorage storage) {
   Timing t;
-  t.inference_ms = bench::median_gpu_ms([&] {
+  t.inference_ms = device_ms([&] {
     neuron_forward(neuron, NeuronKernelKind::inference_final_state, {{"x", x}}, {}, {}, storage);
   });
   NeuronForward f =
       neuron_forward(neuron, NeuronKernelKind::training_forward, {{"x", x}}, {}, {}, storage);
   t.residual_bytes = residual_bytes(*f.residuals);
-  t.fwd_ms = bench::median_gpu_ms([&] {
+  const auto fwd = [&] {
     f = neuron_forward(neuron, NeuronKernelKind::training_forward, {{"x", x}}, {}, {}, storage);
-  });
-  t.bwd_ms = bench::median_gpu_ms([&] { neuron_backward(neuron, *f.residuals, {{"s", gs}}); });
+  };
+  const auto bwd = [&] {
+    NeuronGradients g = neuron_backward(neuron, *f.residuals, {{"s", gs}});
+    for (const NeuronParamInfo& p : neuron.params())  // a learnable parameter's gradient is used
+      if (p.learnable && !g.params.at(p.name).defined()) std::exit(1);
+  };
+  t.fwd_ms = device_ms(fwd);
+  t.bwd_ms = device_ms(bwd);
+  t.call_fwd_bwd_ms = bench::median_gpu_ms(fwd) + bench::median_gpu_ms(bwd);
   return t;
 }
 
@@ -79,7 +131,7 @@ int main() {
   std::printf("| %-52s | %8s | %8s | %8s |\n", "kernel", "ms", "GB/s", "of C");
   std::printf("|---|---|---|---|\n");
 
-  for (std::int64_t steps : {32, 4, 128}) {
+  for (std::int64_t steps : {32, 4, 8, 128}) {
     const Shape shape{steps, batch, side, side};
     Array x = bench::random_array(shape, DType::f32, gpu, 2, 0.0f, 1.5f);
     Array gs = bench::random_array(shape, DType::f32, gpu, 3);
@@ -91,11 +143,37 @@ int main() {
     row(tag + "lif training forward (x -> s, h)", t.fwd_ms, 12 * ns);
     row(tag + "lif backward (gs, h -> gx)", t.bwd_ms, 12 * ns);
     row(tag + "lif forward+backward", t.fwd_ms + t.bwd_ms, 24 * ns);
+    if (steps <= 8) {
+      char note[96];
+      std::snprintf(note, sizeof note, "per call, host work included: %.3f ms (%.1f %% of C)",
+                    t.call_fwd_bwd_ms, 100.0 * 24 * ns / t.call_fwd_bwd_ms / 1e6 / c_gbs);
+      row(tag + "lif forward+backward (per call)", t.call_fwd_bwd_ms, 24 * ns, note);
+    }
+    if (steps == 8) {
+      // PLIF: 1/tau = sig(w), w learnable (one scalar), its gradient the sum of per-neuron
+      // partials in a fixed order. Its residual plan stores more than LIF's one value per
+      // neuron-step; the bytes moved count them, and the per-neuron values (final state, the
+      // initial state's gradient, the w partials written and read back by the reduction).
+      const Neuron plif = Neuron::builtin("plif");
+      const double r = static_cast<double>(plif.residual_plan().size());
+      const double neurons = static_cast<double>(batch * side * side);
+      const double moved = (16 + 8 * r) * ns + 16 * neurons;
+      Timing q = measure(plif, x, gs, {});
+      char note[160];
+      std::snprintf(note, sizeof note,
+                    "%.0f residuals per step: %.0f B per step moved, %.1f %% of C on those; "
+                    "per call %.3f ms",
+                    r, moved / ns, 100.0 * moved / (q.fwd_ms + q.bwd_ms) / 1e6 / c_gbs,
+                    q.call_fwd_bwd_ms);
+      row(tag + "plif training forward (x -> s, residuals)", q.fwd_ms, (8 + 4 * r) * ns);
+      row(tag + "plif backward (gs, residuals -> gx, grad w)", q.bwd_ms, (8 + 4 * r) * ns);
+      row(tag + "plif forward+backward (24 B counted)", q.fwd_ms + q.bwd_ms, 24 * ns, note);
+    }
     if (steps != 32) continue;
 
     NeuronStorage u8_spikes;
     u8_spikes.spike_dtype = DType::u8;
-    const double u8_ms = bench::median_gpu_ms([&] {
+    const double u8_ms = device_ms([&] {
       neuron_forward(lif, NeuronKernelKind::inference_final_state, {{"x", x}}, {}, {}, u8_spikes);
     });
     row(tag + "lif inference f32 -> u8 spikes (5 B/step)", u8_ms, 5 * ns);
