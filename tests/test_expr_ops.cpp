@@ -596,6 +596,13 @@ std::vector<Case> reduction_cases() {
   c.push_back(make("softmax_rows", {in({6, 9}, uniform(-5, 5))}, kTrans, [](const auto& x) {
     return exp(x[0] - max(x[0], 1)) / sum(exp(x[0] - max(x[0], 1)), 1);
   }));
+  // Long rows: the row-fused kernel's widest blocks (512 and 1024 threads a row), more rows
+  // than the GPU holds blocks at once.
+  c.push_back(make(
+      "softmax_long_rows", {in({300, 16384}, uniform(-5, 5))}, kTrans,
+      [](const auto& x) { return exp(x[0] - max(x[0], 1)) / sum(exp(x[0] - max(x[0], 1)), 1); }));
+  c.push_back(make("minus_row_max_long_rows", {in({270, 12288})}, kReduce,
+                   [](const auto& x) { return x[0] - max(x[0], 1); }));
   c.push_back(make(
       "softmax_columns_of_view", {in({9, 6}, uniform(-5, 5), tr())}, kTrans,
       [](const auto& x) { return exp(x[0] - max(x[0], 0)) / sum(exp(x[0] - max(x[0], 0)), 0); }));

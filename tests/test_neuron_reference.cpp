@@ -784,6 +784,29 @@ TEST(NeuronReference, NeuronCountsAndSequenceLengths) {
   }
 }
 
+// Neuron counts that are multiples of 4 (four neurons a thread on CUDA, the backward too when
+// the run is shorter than 8 steps), LIF and PLIF (w's gradient), short and longer runs.
+TEST(NeuronReference, AlignedNeuronCountsOverShortRuns) {
+  std::uint64_t seed = 4200;
+  for (const bool parametric : {false, true}) {
+    nr::LifOptions o;
+    if (parametric) o.charge = nr::LifOptions::Charge::parametric;
+    const auto model = nr::make_lif(o);
+    for (const std::int64_t N : {4096, 4100})
+      for (const std::int64_t T : {1, 3, 4, 7, 8, 9}) {
+        ++seed;
+        nr::Problem pr = make_problem(*model, T, N, lif_input_range(o), lif_state_range(o), seed);
+        if (parametric) pr.params = {{-0.7}};
+        enforce_margin(*model, pr, lif_input_range(o), lif_state_range(o), seed);
+        random_upstream(*model, pr, seed);
+        check_against_reference(lif_neuron(o, parametric ? "plif" : "lif"), *model, pr, {N},
+                                std::string(parametric ? "plif" : "lif") +
+                                    " N=" + std::to_string(N) + " T=" + std::to_string(T));
+        if (HasFatalFailure()) return;
+      }
+  }
+}
+
 // T = 0: empty sequences, final states equal to the initial states, and dL/dv0 = dL/dv_T.
 TEST(NeuronReference, ZeroStepsPassTheStateThrough) {
   const Neuron plif = Neuron::builtin("plif");

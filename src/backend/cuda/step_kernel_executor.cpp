@@ -128,9 +128,12 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   // Four neurons per thread where every sequence can be moved as whole vector words: N and inner
   // multiples of 4 (a thread's lanes then share an outer row) and each sequence's base aligned to
   // 4 elements (then every o * T * inner + t * inner + j with j a multiple of 4 is too).
-  // Reverse (backward) kernels stay at one lane: they read two or more sequences per step, and
-  // the wider kernel's registers cost more occupancy than its wider words gain (measured).
-  bool vec4 = !kernel.reverse && n % 4 == 0 && inner % 4 == 0;
+  // Reverse (backward) kernels stay at one lane over long runs: they read two or more sequences
+  // per step, and the wider kernel's registers cost more occupancy than its wider words gain
+  // (measured at T = 32; at T = 8 too, for PLIF). Runs shorter than the one-lane kernel's batch
+  // of 8 steps take four lanes: one lane then keeps too few 4-byte loads in flight (LIF at T = 4:
+  // 0.078 -> 0.066 ms on an H100).
+  bool vec4 = (!kernel.reverse || launch.steps < 8) && n % 4 == 0 && inner % 4 == 0;
   for (const auto* arrays : {&launch.seq_in, &launch.seq_out})
     for (const Array& a : *arrays)
       vec4 = vec4 && reinterpret_cast<std::uintptr_t>(a.data()) % (4 * itemsize(a.dtype())) == 0;
