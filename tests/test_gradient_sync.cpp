@@ -4,10 +4,13 @@
 // run), and the buckets keep the backward's order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "flexkit/error.hpp"
 #include "flexkit/nn.hpp"
 #include "nn/train/gradient_sync.hpp"
 #include "support/test_device.hpp"
@@ -41,6 +44,16 @@ class TwinCommunicator final : public dist::Communicator {
     };
     (void)what;
     return std::make_unique<Late>(data, count, events);
+  }
+  std::unique_ptr<Pending> start_all_reduce_sum(std::int64_t* data, std::size_t count,
+                                                const std::string&) override {
+    events.push_back("start sums " + std::to_string(count));
+    twice(data, count);  // completed at once: the order checks are the float test's
+    struct Done final : Pending {
+      void progress() override {}
+      void wait() override {}
+    };
+    return std::make_unique<Done>();
   }
   void all_gather(const void*, void*, std::size_t, const std::string&) override {}
   void broadcast(void*, std::size_t, int, const std::string&) override {}
@@ -91,6 +104,72 @@ TEST(GradientSync, SumsInBucketsStartedAsTheBackwardGoes) {
     ++i;
   }
   EXPECT_GT(largest, 0);
+}
+
+// Two processes with the same shard are one process with that shard twice: flex16 gradients
+// left as exact sums and summed by the twin must equal, bit for bit, one network's gradients
+// for the batch repeated (whose tensors have the same ranges, so the same exponents).
+TEST(GradientSync, Flex16ExactSumsEqualTheWholeBatchBitForBit) {
+  auto make = [] {
+    Sequential net;
+    net.add(std::make_unique<Linear>(6, 5, true));
+    net.add(std::make_unique<Linear>(5, 3, true));
+    net.to(test::device());
+    Rng rng(7);
+    net.reset_parameters(rng);
+    net.set_precision({DType::flex16, false});
+    net.zero_grad();
+    return net;
+  };
+  Sequential shard_net = make(), whole_net = make();
+  std::vector<float> x(6 * 2 * 3), g(3 * 2 * 3);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 11) / 8 - 0.6f;
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>((i * 5) % 9) / 16 - 0.25f;
+  // The batch is innermost: the whole batch is each (feature, step) row twice.
+  auto twice_along_batch = [](const std::vector<float>& v, std::int64_t rows) {
+    std::vector<float> out;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (int copy = 0; copy < 2; ++copy)
+        out.insert(out.end(), v.begin() + r * 3, v.begin() + r * 3 + 3);
+    return out;
+  };
+  const Device d = test::device();
+  for (std::size_t layer = 0; layer < shard_net.size(); ++layer)
+    shard_net[layer].set_gradient_sums(true);
+  TwinCommunicator comm;
+  GradientSync sync(comm, shard_net);
+  shard_net.forward(Array::from_floats(x, {6, 2, 3}, DType::f32, d));
+  shard_net.backward(Array::from_floats(g, {3, 2, 3}, DType::f32, d),
+                     [&](std::size_t layer) { sync.layer_done(layer); });
+  for (Parameter* p : shard_net.parameters()) {
+    EXPECT_TRUE(p->grad_sums) << p->name;
+    EXPECT_EQ(p->grad.to_floats(), std::vector<float>(p->grad.size(), 0.0f)) << p->name;
+  }
+  sync.finish();
+  whole_net.forward(Array::from_floats(twice_along_batch(x, 12), {6, 2, 6}, DType::f32, d));
+  whole_net.backward(Array::from_floats(twice_along_batch(g, 6), {3, 2, 6}, DType::f32, d));
+  const auto shard_params = shard_net.parameters(), whole_params = whole_net.parameters();
+  double largest = 0;
+  for (std::size_t i = 0; i < shard_params.size(); ++i) {
+    const Array& a = shard_params[i]->grad;
+    const Array& b = whole_params[i]->grad;
+    ASSERT_EQ(a.dtype(), DType::flex16);
+    EXPECT_FALSE(shard_params[i]->grad_sums);
+    EXPECT_EQ(a.iwl(), b.iwl()) << shard_params[i]->name;
+    EXPECT_EQ(a.to_vector<std::int16_t>(), b.to_vector<std::int16_t>()) << shard_params[i]->name;
+    for (float v : b.to_floats()) largest = std::max(largest, static_cast<double>(std::abs(v)));
+  }
+  EXPECT_GT(largest, 0);
+  // One bucket of integers: 15 + 3 + 30 + 5 values.
+  EXPECT_EQ(comm.events, std::vector<std::string>{"start sums 53"});
+}
+
+TEST(GradientSync, LayersWithoutExactGradientsRefuseSums) {
+  BatchNorm bn(4);
+  EXPECT_THROW(bn.set_gradient_sums(true), UnsupportedError);
+  Linear linear(3, 2);
+  EXPECT_NO_THROW(linear.set_gradient_sums(true));
+  EXPECT_TRUE(linear.gradient_sums());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 //
 // The rule and its constants are in flexkit/portable/autoflex.hpp and docs/flex16.md.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,6 +51,31 @@ class AutoflexWriteLabel {
 
  private:
   std::int64_t previous_;
+};
+
+// Data-parallel training: each process writes its shard of a tensor (its part of the batch), and
+// every process must store it at the exponent one process writing the whole tensor would pick.
+// While a ShardedWrites lives, this thread's flex16 writes agree through its ShardAgreement: an
+// `exact` write's measured range and the statistics an Autoflex manager records are combined
+// over the processes (maxima and sums, so the order of the processes does not matter) before
+// they decide an exponent. Every process must then make the same writes in the same order.
+class ShardAgreement {
+ public:
+  virtual ~ShardAgreement() = default;
+  // Every process's `bytes` bytes, in rank order, into `all` (processes() · bytes).
+  virtual void all_gather(const void* mine, void* all, std::size_t bytes) = 0;
+  virtual int processes() const = 0;
+};
+
+class ShardedWrites {
+ public:
+  explicit ShardedWrites(ShardAgreement& agreement);
+  ~ShardedWrites();
+  ShardedWrites(const ShardedWrites&) = delete;
+  ShardedWrites& operator=(const ShardedWrites&) = delete;
+
+ private:
+  ShardAgreement* previous_;
 };
 
 namespace detail {

@@ -45,6 +45,8 @@ class Communicator {
   // all_reduce_sum started without waiting: `data` must stay untouched until wait() returns.
   virtual std::unique_ptr<Pending> start_all_reduce_sum(float* data, std::size_t count,
                                                         const std::string& what) = 0;
+  virtual std::unique_ptr<Pending> start_all_reduce_sum(std::int64_t* data, std::size_t count,
+                                                        const std::string& what) = 0;
   // Every process's `bytes` bytes, in rank order, into `all` (size() * bytes).
   virtual void all_gather(const void* mine, void* all, std::size_t bytes,
                           const std::string& what) = 0;

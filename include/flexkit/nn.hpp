@@ -35,6 +35,10 @@
 #include "flexkit/neuron.hpp"
 #include "flexkit/nn_io.hpp"
 
+namespace flexkit::gemm {
+struct ExactSums;  // an integer product's unrounded sums (internal)
+}
+
 namespace flexkit::nn {
 
 // A counter-based generator (splitmix64): the same sequence on every platform and compiler, so
@@ -61,6 +65,10 @@ struct Parameter {
   // flex16 with f32 master weights: the copy the optimizer updates; `value` is its flex16
   // rounding, rewritten after every step. Undefined otherwise.
   Array master;
+  // Data-parallel flex16 training (Layer::set_gradient_sums): the gradient as the exact integer
+  // sums of this process's shard, not yet rounded into `grad`; the trainer adds them over the
+  // processes and rounds the total once, as one process would round the whole batch's.
+  std::shared_ptr<gemm::ExactSums> grad_sums;
 };
 
 // How a network stores what it computes. f32: everything in f32. flex16: the weights, the
@@ -123,6 +131,12 @@ class Layer {
   // The manager of what the layer writes as `role` (a ManagedTensor name), made now if the layer
   // has not written it yet: a resumed run restores every history before its first step.
   Autoflex manager(const std::string& role, TensorClass tensor_class);
+  // Data-parallel flex16 training: backward leaves the parameter gradients as exact integer
+  // sums (Parameter::grad_sums) instead of rounding them. Layers whose gradients are exact
+  // products (Linear, Conv2d) take it; any other layer with trainable parameters throws
+  // UnsupportedError, since its gradients could not be summed exactly over processes.
+  virtual void set_gradient_sums(bool on);
+  bool gradient_sums() const { return gradient_sums_; }
 
  protected:
   bool flex() const { return precision_.dtype == DType::flex16; }
@@ -133,8 +147,18 @@ class Layer {
   // How the layer's writes store: autoflex for flex16 outputs.
   AssignOptions writes() const;
   HeavyOpOptions heavy_writes(double beta = 0.0) const;
+  // Adds a · b to p's gradient: rounded into p.grad (viewed as a · b's shape), or, under
+  // set_gradient_sums, added to p.grad_sums. Integer operands (flex16, u8 spikes) under
+  // set_gradient_sums; any dot() types otherwise.
+  void add_product_gradient(Parameter& p, const Array& a, const Array& b);
+  // Adds g's sums over its second axis (a bias gradient: g (out, positions)) to p's gradient,
+  // in flex16 as an exact product with ones (so that it is summed exactly over processes too).
+  void add_bias_gradient(Parameter& p, const Array& g);
+  // Adds exact sums to p.grad_sums (set_gradient_sums).
+  static void add_sums(Parameter& p, gemm::ExactSums sums);
 
   bool training_ = true;
+  bool gradient_sums_ = false;
   Device device_ = Device::cpu();
   Precision precision_;
   std::map<std::string, ManagedTensor> managers_;
@@ -149,6 +173,7 @@ class Linear : public Layer {
   Shape output_features(const Shape& input) const override;
   Array forward(const Array& x) override;
   Array backward(const Array& grad_output) override;
+  void set_gradient_sums(bool on) override { gradient_sums_ = on; }
   std::vector<Parameter*> parameters() override;
   void reset_parameters(Rng& rng) override;
   void to(Device device) override;
@@ -175,6 +200,7 @@ class Conv2d : public Layer {
   Shape output_features(const Shape& input) const override;
   Array forward(const Array& x) override;
   Array backward(const Array& grad_output) override;
+  void set_gradient_sums(bool on) override { gradient_sums_ = on; }
   std::vector<Parameter*> parameters() override;
   void reset_parameters(Rng& rng) override;
   void to(Device device) override;

@@ -42,8 +42,11 @@ struct OutputRef {
 };
 
 // store: write every output element and record statistics (flex16). measure: write nothing,
-// only record the accumulator / value range (the `exact` iwl policy's first pass).
-enum class EpilogueMode : std::uint8_t { store, measure };
+// only record the accumulator / value range (the `exact` iwl policy's first pass). sums (the CPU
+// driver only, integer products): write each exact accumulator unrounded as an int64 at the
+// output's strides (c.kind is not read): the parts of a sum split over processes, added as
+// integers before the one rounding (gemm/exact_sums.hpp).
+enum class EpilogueMode : std::uint8_t { store, measure, sums };
 
 struct GemmProblem {
   std::int64_t batch = 1;

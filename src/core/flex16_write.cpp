@@ -1,5 +1,6 @@
 #include "core/flex16_write.hpp"
 
+#include "core/shard_agreement.hpp"
 #include "core/storage.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
@@ -147,6 +148,10 @@ void prepare_flex16_write(const Array& out, const Flex16WritePlan& plan, bool ke
 
 void finish_flex16_write(const Array& out, const Flex16WritePlan& plan) {
   if (!plan.manager || out.size() == 0) return;
+  if (writes_are_sharded()) {  // the statistics of the whole tensor, now (waited for)
+    plan.manager->record(out.iwl(), agreed_stats(out.stats()));
+    return;
+  }
   if (auto pending = ArrayAccess::storage(out).pending_stats())
     plan.manager->record_pending(out.iwl(), std::move(pending));
   else

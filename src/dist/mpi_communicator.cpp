@@ -63,11 +63,11 @@ class MpiWorld final : public Communicator {
   }
   std::unique_ptr<Pending> start_all_reduce_sum(float* data, std::size_t count,
                                                 const std::string& what) override {
-    auto pending = std::make_unique<MpiPending>(*this, what);
-    check(MPI_Iallreduce(MPI_IN_PLACE, data, as_int(count, what), MPI_FLOAT, MPI_SUM,
-                         MPI_COMM_WORLD, &pending->request),
-          what);
-    return pending;
+    return start_reduce(data, count, MPI_FLOAT, what);
+  }
+  std::unique_ptr<Pending> start_all_reduce_sum(std::int64_t* data, std::size_t count,
+                                                const std::string& what) override {
+    return start_reduce(data, count, MPI_INT64_T, what);
   }
   void all_gather(const void* mine, void* all, std::size_t bytes,
                   const std::string& what) override {
@@ -121,6 +121,14 @@ class MpiWorld final : public Communicator {
       throw DistributedError(what + ": " + std::to_string(count) +
                              " elements are more than one MPI call takes");
     return static_cast<int>(count);
+  }
+  std::unique_ptr<Pending> start_reduce(void* data, std::size_t count, MPI_Datatype type,
+                                        const std::string& what) {
+    auto pending = std::make_unique<MpiPending>(*this, what);
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, as_int(count, what), type, MPI_SUM, MPI_COMM_WORLD,
+                         &pending->request),
+          what);
+    return pending;
   }
   void reduce(void* data, std::size_t count, MPI_Datatype type, const std::string& what) {
     MPI_Request request;

@@ -4,6 +4,7 @@
 
 #include "backend/expr_backend.hpp"
 #include "core/flex16_write.hpp"
+#include "core/shard_agreement.hpp"
 #include "core/storage.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
@@ -59,7 +60,8 @@ void run_exact_flex16(const ir::Stage& stage) {
   const bool stochastic = stage.stochastic_seed.has_value();
   if (!stage.reduce) {
     if (stage.target.size() > 0)
-      target.set_iwl(exact_iwl(max_abs_of(stage.body, target.device()), stochastic));
+      target.set_iwl(
+          exact_iwl(detail::agreed_max_abs(max_abs_of(stage.body, target.device())), stochastic));
     run(stage);
     return;
   }
@@ -74,7 +76,8 @@ void run_exact_flex16(const ir::Stage& stage) {
   store.target = stage.target;
   store.stochastic_seed = stage.stochastic_seed;
   if (stage.target.size() > 0)
-    target.set_iwl(exact_iwl(max_abs_of(store.body, target.device()), stochastic));
+    target.set_iwl(
+        exact_iwl(detail::agreed_max_abs(max_abs_of(store.body, target.device())), stochastic));
   run(store);
 }
 

@@ -84,30 +84,10 @@ Shapes check_call(const Array& a, const Array& b, const Array& out, const DotOpt
   return {batch, m, n, k};
 }
 
-// A matrix or a batch of them (any strides); the output takes the same form.
-gemm::MatrixRef matrix_ref(const Array& x) {
-  gemm::MatrixRef r;
-  r.data = x.data();
-  r.kind = kind_of(x.dtype());
-  int rank = x.rank();
-  r.row_stride = x.strides()[rank - 2];
-  r.col_stride = x.strides()[rank - 1];
-  r.batch_stride = rank == 3 ? x.strides()[0] : 0;
-  return r;
-}
-
+// The output takes the operands' form.
 gemm::OutputRef output_ref(const Array& x) {
-  const gemm::MatrixRef r = matrix_ref(x);
+  const gemm::MatrixRef r = gemm::matrix_ref(x);
   return {x.data(), r.kind, r.row_stride, r.col_stride, r.batch_stride};
-}
-
-// C = A·B ⇔ Cᵀ = Bᵀ·Aᵀ: lets the kernels see every integer product with A flex16.
-void transpose_problem(GemmProblem& p) {
-  std::swap(p.m, p.n);
-  gemm::MatrixRef a = p.a, b = p.b;
-  p.a = {b.data, b.kind, b.col_stride, b.row_stride, b.batch_stride};
-  p.b = {a.data, a.kind, a.col_stride, a.row_stride, a.batch_stride};
-  std::swap(p.c.row_stride, p.c.col_stride);
 }
 
 // The problem of a checked call with something to multiply (integer products see A flex16); its
@@ -119,12 +99,12 @@ GemmProblem problem_of(const Array& a, const Array& b, const Array& out, const D
   p.m = s.m;
   p.n = s.n;
   p.k = s.k;
-  p.a = matrix_ref(a);
-  p.b = matrix_ref(b);
+  p.a = gemm::matrix_ref(a);
+  p.b = gemm::matrix_ref(b);
   p.c = output_ref(out);
   p.alpha = static_cast<float>(options.alpha);
   p.beta = static_cast<float>(options.beta);
-  if (a.dtype() == DType::u8) transpose_problem(p);
+  if (a.dtype() == DType::u8) gemm::transpose_problem(p);
   return p;
 }
 

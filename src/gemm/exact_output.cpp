@@ -41,6 +41,25 @@ ElementKind kind_of(DType dtype) {
   }
 }
 
+MatrixRef matrix_ref(const Array& x) {
+  MatrixRef r;
+  r.data = x.data();
+  r.kind = kind_of(x.dtype());
+  int rank = x.rank();
+  r.row_stride = x.strides()[rank - 2];
+  r.col_stride = x.strides()[rank - 1];
+  r.batch_stride = rank == 3 ? x.strides()[0] : 0;
+  return r;
+}
+
+void transpose_problem(GemmProblem& p) {
+  std::swap(p.m, p.n);
+  MatrixRef a = p.a, b = p.b;
+  p.a = {b.data, b.kind, b.col_stride, b.row_stride, b.batch_stride};
+  p.b = {a.data, a.kind, a.col_stride, a.row_stride, a.batch_stride};
+  std::swap(p.c.row_stride, p.c.col_stride);
+}
+
 int operand_iwl(const Array& x) {
   return x.dtype() == DType::u8 ? 15 : x.iwl();
 }

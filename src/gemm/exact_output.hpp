@@ -9,6 +9,7 @@
 #include "backend/exact_stats.hpp"
 #include "backend/gemm_problem.hpp"
 #include "core/flex16_write.hpp"
+#include "core/shard_agreement.hpp"
 #include "flexkit/array.hpp"
 #include "flexkit/heavy_op_options.hpp"
 #include "flexkit/portable/gemm_epilogue.hpp"
@@ -18,6 +19,12 @@ namespace flexkit::gemm {
 // The element kind the backends see for an operand or output of `dtype` (f32, flex16, and u8 for
 // the byte dtypes).
 ElementKind kind_of(DType dtype);
+
+// A matrix or a batch of them (any strides) as the kernels take it.
+MatrixRef matrix_ref(const Array& x);
+
+// C = A·B ⇔ Cᵀ = Bᵀ·Aᵀ: lets the kernels see every integer product with A flex16.
+void transpose_problem(GemmProblem& p);
 
 // The exponent an operand of an integer product contributes: a u8 byte counts as a mantissa at
 // iwl 15 (value = byte).
@@ -78,7 +85,7 @@ StoredResult run_exact_passes(Problem& problem, const ExactOutput& exact, int ou
   if (measure_first) {
     problem.epilogue = make_epilogue(exact, out_iwl);
     problem.mode = EpilogueMode::measure;
-    out_iwl = exact_iwl(run_pass(problem).value, exact);
+    out_iwl = exact_iwl(detail::agreed_gemm_stats(run_pass(problem).value), exact);
   }
   problem.epilogue = make_epilogue(exact, out_iwl);
   problem.mode = EpilogueMode::store;

@@ -65,6 +65,7 @@ Array padded_input(const Array& input, const Geometry& g) {
   if (g.pad_h == 0 && g.pad_w == 0) return input;
   Array padded =
       Array::zeros({g.c, g.h + 2 * g.pad_h, g.w + 2 * g.pad_w, g.b}, input.dtype(), input.device());
+  if (input.dtype() == DType::flex16) padded.set_iwl(input.iwl());  // an exact copy
   padded(all, slice(g.pad_h, g.pad_h + g.h), slice(g.pad_w, g.pad_w + g.w), all).assign(input);
   return padded;
 }
@@ -79,7 +80,8 @@ bool lowered(const ConvPlan& plan, const Array& a, ConvRoute route) {
   return route == ConvRoute::lowered;
 }
 
-Array conv_columns(const ConvPlan& plan, const Array& input) {
+// The column matrix in f32, or (`keep_dtype`) in the input's own dtype and exponent, exactly.
+Array conv_columns(const ConvPlan& plan, const Array& input, bool keep_dtype = false) {
   const Geometry g = geometry(plan);
   const Array padded = padded_input(input, g).contiguous();
   // Rows ordered (c, r, s) as the filter's (C, R, S, K) flattens; columns (p, q, b). Every tap
@@ -92,7 +94,9 @@ Array conv_columns(const ConvPlan& plan, const Array& input) {
                            {st[0], st[1], st[2], g.stride_h * st[1], g.stride_w * st[2], st[3]},
                            padded.device(), std::make_shared<Array>(padded), /*writable=*/false,
                            padded.dtype() == DType::flex16 ? padded.iwl() : 0);
-  Array columns = Array::empty({g.c, g.r, g.s, g.p, g.q, g.b}, DType::f32, input.device());
+  Array columns = Array::empty({g.c, g.r, g.s, g.p, g.q, g.b},
+                               keep_dtype ? input.dtype() : DType::f32, input.device());
+  if (columns.dtype() == DType::flex16) columns.set_iwl(input.iwl());
   assign(columns, Expr(windows));
   return columns.reshape({g.c * g.r * g.s, g.p * g.q * g.b});
 }
@@ -152,6 +156,17 @@ void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad
     return;
   }
   plan.update(widened_beside(saved.input, grad_out), grad_out, grad_filter, options);
+}
+
+gemm::ExactSums conv_update_sums(const ConvPlan& plan, const ConvSaved& saved,
+                                 const Array& grad_out) {
+  if (!plain_geometry(plan))
+    throw UnsupportedError(
+        "exact filter-gradient sums take 2-d convolutions without dilation or upscale");
+  const Geometry g = geometry(plan);
+  // gradF (CRS, K) = columns (CRS, PQB) · grad_outᵀ (PQB, K): the direct update's exact sums
+  // (exact integers do not depend on how the product is cut).
+  return gemm::exact_sums(conv_columns(plan, saved.input, true), grad_out.reshape({g.k, -1}).T());
 }
 
 }  // namespace flexkit::nn::heavy

@@ -9,6 +9,7 @@
 #pragma once
 #include "flexkit/array.hpp"
 #include "flexkit/conv.hpp"
+#include "gemm/exact_sums.hpp"
 
 namespace flexkit::nn::heavy {
 
@@ -40,5 +41,11 @@ void conv_bprop(const ConvPlan& plan, const Array& filter, const Array& grad_out
 void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad_out,
                  const Array& grad_filter, const ConvOptions& options,
                  ConvRoute route = ConvRoute::automatic);
+
+// The filter gradient's exact integer sums (integer operands: a flex16 or u8 input, a flex16
+// output gradient), unrounded, for a data-parallel sum over processes (gemm/exact_sums.hpp):
+// (C·R·S) × K, the filter's layout flattened.
+gemm::ExactSums conv_update_sums(const ConvPlan& plan, const ConvSaved& saved,
+                                 const Array& grad_out);
 
 }  // namespace flexkit::nn::heavy

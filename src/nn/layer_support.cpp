@@ -1,6 +1,8 @@
 #include "nn/layer_support.hpp"
 
 #include "flexkit/expr.hpp"
+#include "gemm/exact_sums.hpp"
+#include "nn/heavy_ops.hpp"
 
 namespace flexkit::nn {
 
@@ -40,6 +42,48 @@ Array Layer::new_tensor(const std::string& role, const Shape& shape, Device devi
   Array a = Array::empty(shape, DType::flex16, device);
   a.set_autoflex(manager(role, tensor_class));
   return a;
+}
+
+void Layer::set_gradient_sums(bool on) {
+  if (on)
+    for (Parameter* p : parameters())
+      if (p->trainable)
+        throw UnsupportedError(
+            cat(describe(), ": its parameter gradients are not exact integer products, so they ",
+                "cannot be summed exactly over processes (data-parallel flex16 training takes the ",
+                "parameters of linear and conv layers only)"));
+  gradient_sums_ = on;
+}
+
+void Layer::add_sums(Parameter& p, gemm::ExactSums sums) {
+  if (!p.grad_sums) {
+    p.grad_sums = std::make_shared<gemm::ExactSums>(std::move(sums));
+    return;
+  }
+  gemm::ExactSums& total = *p.grad_sums;
+  if (total.m != sums.m || total.n != sums.n || total.iwl_ab != sums.iwl_ab)
+    throw ValueError(cat("the gradient sums of '", p.name, "' from two backward passes have ",
+                         "different exponents (", total.iwl_ab, " and ", sums.iwl_ab,
+                         ") and cannot be added exactly; zero the gradients between steps"));
+  for (std::size_t i = 0; i < total.values.size(); ++i) total.values[i] += sums.values[i];
+}
+
+void Layer::add_bias_gradient(Parameter& p, const Array& g) {
+  detail::ensure_grad(p);
+  const Array grad = p.grad.reshape({g.dim(0), 1});
+  if (flex() && g.dtype() == DType::flex16) {
+    // Σ g = g · 1: exact integers rounded once, as the weight gradients are.
+    const Array ones = Array::ones({g.dim(1), 1}, DType::u8, g.device());
+    if (gradient_sums_)
+      add_sums(p, gemm::exact_sums(g, ones));
+    else
+      heavy::matmul(g, ones, grad, heavy_writes(1.0));
+    return;
+  }
+  if (gradient_sums_)
+    throw UnsupportedError(cat(describe(), ": exact gradient sums take a flex16 output gradient; ",
+                               "got ", g.describe()));
+  assign(grad, Expr(grad) + sum(Expr(g), 1), writes());
 }
 
 AssignOptions Layer::writes() const {

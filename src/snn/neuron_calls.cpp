@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/flex16_write.hpp"
+#include "core/shard_agreement.hpp"
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/expr.hpp"
@@ -293,7 +294,7 @@ void set_exact_iwls(const snn::NeuronCompiled& c, snn::ForwardKernelConfig confi
       const Expr x(wide[s]);
       largest = evaluate(max(where(eq(x, x), abs(x), Expr(0.0))), DType::f32).to_floats().at(0);
     }
-    sequences[s].set_iwl(portable::flex16_iwl_holding(largest));
+    sequences[s].set_iwl(portable::flex16_iwl_holding(detail::agreed_max_abs(largest)));
   }
 }
 

@@ -193,6 +193,14 @@ void finish_int_tile(const GemmProblem& p, const std::int64_t* tile, std::int64_
                      RoundRowFn round_row, portable::GemmStats& stats) {
   const portable::GemmEpilogue& e = p.epilogue;
   const gemm::OutputRef& c = p.c;
+  if (p.mode == EpilogueMode::sums) {
+    for (int r = 0; r < mv; ++r) {
+      std::int64_t* out = static_cast<std::int64_t*>(c.data) + b * c.batch_stride +
+                          (i0 + r) * c.row_stride + j0 * c.col_stride;
+      for (int j = 0; j < nv; ++j) out[j * c.col_stride] = tile[r * ldc + j];
+    }
+    return;
+  }
   const bool store = p.mode == EpilogueMode::store;
   if (store && c.kind == ElementKind::flex16 && !e.reads_old) {
     finish_int_tile_store16(p, tile, ldc, b, i0, mv, j0, nv, round_row, stats);

@@ -77,12 +77,11 @@ Array Conv2d::backward(const Array& grad_output) {
       new_tensor("input gradient", saved_input_.shape(), g4.device(), TensorClass::gradients);
   heavy::conv_bprop(*plan, weight_.value, g4, grad_x, heavy::ConvRoute::automatic, heavy_writes());
   ensure_grad(weight_);
-  heavy::conv_update(*plan, {saved_input_}, g4, weight_.grad, heavy_writes(1.0));
-  if (has_bias_) {
-    ensure_grad(bias_);
-    Array b = bias_.grad.reshape({out_, 1});
-    assign(b, Expr(b) + sum(Expr(g4.reshape({out_, -1})), 1), writes());
-  }
+  if (gradient_sums_)
+    add_sums(weight_, heavy::conv_update_sums(*plan, {saved_input_}, g4));
+  else
+    heavy::conv_update(*plan, {saved_input_}, g4, weight_.grad, heavy_writes(1.0));
+  if (has_bias_) add_bias_gradient(bias_, g4.reshape({out_, -1}));
   saved_input_ = Array();
   return grad_x.reshape(input_shape_);
 }

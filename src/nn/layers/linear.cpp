@@ -77,12 +77,11 @@ Array Linear::backward(const Array& grad_output) {
   Array grad_x = new_tensor("input gradient", {in_, merged}, g2.device(), TensorClass::gradients);
   heavy::matmul(weight_.value.T(), g2, grad_x, heavy_writes());
   ensure_grad(weight_);
-  heavy::matmul(g2, input_.T(), weight_.grad, heavy_writes(1.0));
-  if (has_bias_) {
-    ensure_grad(bias_);
-    Array b = bias_.grad.reshape({out_, 1});
-    assign(b, Expr(b) + sum(Expr(g2), 1), writes());
-  }
+  if (gradient_sums_)
+    add_sums(weight_, gemm::exact_sums(g2, input_.T()));
+  else
+    heavy::matmul(g2, input_.T(), weight_.grad, heavy_writes(1.0));
+  if (has_bias_) add_bias_gradient(bias_, g2);
   input_ = Array();
   return grad_x.reshape(input_shape_);
 }

@@ -144,6 +144,7 @@ void Sequential::zero_grad() {
   for (auto& layer : layers_)
     for (Parameter* p : layer->parameters())
       if (p->trainable) {
+        p->grad_sums.reset();
         if (p->grad.defined() && p->grad.shape() == p->value.shape() &&
             p->grad.device() == p->value.device())
           p->grad.fill(0.0);

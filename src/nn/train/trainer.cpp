@@ -21,6 +21,7 @@
 #include "flexkit/expr.hpp"
 #include "flexkit/train.hpp"
 #include "nn/train/checkpoint.hpp"
+#include "nn/train/data_parallel.hpp"
 #include "nn/train/gradient_sync.hpp"
 #include "nn/train/model_export.hpp"
 #include "nn/train/progress.hpp"
@@ -435,33 +436,6 @@ Totals summed(const Totals& t, dist::Communicator* comm, const char* what) {
   return {loss, counts[0], counts[1]};
 }
 
-// Every process of a data-parallel run must train the same thing: their resolved options and
-// models are compared before the first step.
-void check_same_configuration(dist::Communicator& comm, const std::string& text,
-                              std::uint64_t model) {
-  const std::uint64_t mine = fnv1a(text.data(), text.size()) ^ model;
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
-  comm.all_gather(&mine, all.data(), sizeof mine, "the configuration check");
-  std::string differ;
-  for (std::size_t r = 0; r < all.size(); ++r)
-    if (all[r] != all[0]) differ += cat(differ.empty() ? "" : ", ", r);
-  if (!differ.empty())
-    throw ValueError(cat("--distributed: rank(s) ", differ,
-                         " were started with other options or another model than rank 0; "
-                         "every process of the job needs the same options"));
-}
-
-// The processes start from rank 0's values of every parameter and buffer (the same seed makes
-// them equal already; this makes it so whatever the initialisation).
-void broadcast_parameters(Sequential& net, dist::Communicator& comm, bool buffers_only) {
-  for (auto& [name, p] : net.named_parameters()) {
-    if (buffers_only && p->trainable) continue;
-    std::vector<float> v = p->value.to_floats();
-    comm.broadcast(v.data(), v.size() * sizeof(float), 0, cat("the broadcast of ", name));
-    p->value.assign_floats(v);
-  }
-}
-
 std::size_t device_peak(Device device) {
   if (!device.is_cuda()) return 0;
   return cuda::allocator_stats(device.index).peak_in_use_bytes;
@@ -481,11 +455,6 @@ TrainResult train(const TrainConfig& config) {
   // One GPU per process of a host, unless the device was named.
   if (comm && device.is_cuda() && (config.device == "cuda" || config.device == "auto"))
     device = Device::cuda(comm->local_rank() % cuda::device_count());
-  if (comm && r.precision == "flex16")
-    throw ValueError(
-        "--distributed with --precision flex16: summing flex16 gradients over processes needs "
-        "the exact integer reduction, which is not built yet; train f32 over several processes, "
-        "or flex16 in one");
   Sequential net = r.build_model();
   net.to(device);
   Rng init_rng(r.seed);
@@ -493,6 +462,12 @@ TrainResult train(const TrainConfig& config) {
   const Precision precision = r.precision_settings();
   const std::uint64_t hash = model_hash(net);
   if (comm) check_same_configuration(*comm, cat(r.text(), "sync_bn=", config.sync_bn), hash);
+  // flex16 over several processes: the gradients as exact integer sums (summed, then rounded
+  // once), and every write's exponent agreed over the processes.
+  const bool exact_sums = comm && world > 1 && r.precision == "flex16";
+  if (exact_sums) leave_exact_gradient_sums(net);
+  std::optional<ExponentAgreement> agreement;
+  if (exact_sums) agreement.emplace(*comm);
   if (comm && config.sync_bn && world > 1)
     for (std::size_t i = 0; i < net.size(); ++i)
       if (auto* bn = dynamic_cast<BatchNorm*>(&net[i])) bn->synchronise(config.communicator);
@@ -683,21 +658,26 @@ TrainResult train(const TrainConfig& config) {
         for (std::size_t i = 0; i < net.size(); ++i)
           if (auto* d = dynamic_cast<Dropout*>(&net[i]))
             d->set_shard(b->global_offset, b->global_size);
-      const Array out = net.forward(b->images);
-      // Data parallel: the loss gradient is that of the global batch's mean (each shard's part
-      // of it, so that a synchronised BatchNorm mixes like-scaled gradients), and the
-      // parameters' gradients are summed over the processes during and after the backward.
-      const DeviceLossResult loss = rate_loss_on_device(
-          out, b->labels, loss_kind, step_log.loss_slot(step_in_epoch),
-          step_log.correct_slot(step_in_epoch), gradient_sync ? b->global_size : 0);
-      net.zero_grad();
-      if (gradient_sync) {
-        net.backward(loss.grad_output,
-                     [&](std::size_t layer) { gradient_sync->layer_done(layer); });
-        gradient_sync->finish();
-      } else {
-        net.backward(loss.grad_output);
+      {
+        // flex16 over several processes: what the step writes from its shard takes the
+        // exponent of the whole batch's tensor.
+        std::optional<ShardedWrites> sharded;
+        if (agreement) sharded.emplace(*agreement);
+        const Array out = net.forward(b->images);
+        // Data parallel: the loss gradient is that of the global batch's mean (each shard's
+        // part of it, so that a synchronised BatchNorm mixes like-scaled gradients), and the
+        // parameters' gradients are summed over the processes during and after the backward.
+        const DeviceLossResult loss = rate_loss_on_device(
+            out, b->labels, loss_kind, step_log.loss_slot(step_in_epoch),
+            step_log.correct_slot(step_in_epoch), gradient_sync ? b->global_size : 0);
+        net.zero_grad();
+        if (gradient_sync)
+          net.backward(loss.grad_output,
+                       [&](std::size_t layer) { gradient_sync->layer_done(layer); });
+        else
+          net.backward(loss.grad_output);
       }
+      if (gradient_sync) gradient_sync->finish();
       optimizer->step(params, lr);
       step_log.finish_step(step_in_epoch, b->labels.dim(0), params);
       ++step_in_epoch;
@@ -741,8 +721,11 @@ TrainResult train(const TrainConfig& config) {
     // Each process's BatchNorm estimates saw its own shards; all evaluate (and rank 0 saves)
     // rank 0's, as PyTorch's DDP broadcasts its buffers.
     if (comm && world > 1) broadcast_parameters(net, *comm, true);
+    std::optional<ShardedWrites> sharded;  // the test pass's writes update exponent histories
+    if (agreement) sharded.emplace(*agreement);
     const Totals test =
         summed(run_test(net, test_loader, loss_kind, device), comm, "the test totals");
+    sharded.reset();
     EpochRecord record;
     record.epoch = epoch + 1;
     record.train_loss = t.loss / static_cast<double>(std::max<std::int64_t>(1, t.samples));
