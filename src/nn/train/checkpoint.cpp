@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
@@ -232,6 +233,17 @@ Checkpoint load_checkpoint(const std::string& path) {
     }
   }
   return c;
+}
+
+std::map<std::string, std::string> parse_config_lines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
 }
 
 }  // namespace flexkit::nn

@@ -9,6 +9,7 @@
 // target. Version 1 files (f32 runs) still load.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,5 +52,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& c);
 Checkpoint load_checkpoint(const std::string& path);
 
 std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h = 0xcbf29ce484222325ull);
+
+// A checkpoint's option text (ResolvedConfig::text: one key=value a line) as key → value.
+std::map<std::string, std::string> parse_config_lines(const std::string& text);
 
 }  // namespace flexkit::nn
