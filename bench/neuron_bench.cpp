@@ -43,29 +43,14 @@ double device_ms(const std::function<void()>& body) {
     std::fprintf(stderr, "bench_neuron: cudaMalloc of the scratch failed\n");
     std::exit(1);
   }
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int i = 0; i < bench::kWarmup; ++i) body();
-  std::vector<float> times;
-  for (int i = 0; i < bench::kRepeats; ++i) {
+  const double ms = bench::median_gpu_ms(body, bench::kWarmup, bench::kRepeats, [](int i) {
     cudaMemsetAsync(scratch, i & 0xff, kScratch, nullptr);
-    cudaEventRecord(start);
-    body();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    times.push_back(ms);
-  }
+  });
   if (cudaGetLastError() != cudaSuccess) {
     std::fprintf(stderr, "bench_neuron: a CUDA call failed\n");
     std::exit(1);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return ms;
 }
 
 constexpr const char* kPlainLif = R"(neuron plain_lif(x; v) -> s {

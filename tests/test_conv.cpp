@@ -23,12 +23,16 @@
 #include "flexkit/conv.hpp"
 #include "flexkit/error.hpp"
 #include "support/flex16_reference.hpp"
+#include "support/integer_arrays.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
 namespace {
 
-using Ints = std::vector<std::int64_t>;
+using test::flex_array;
+using test::Ints;
+using test::random_ints;
+using test::u8_array;
 using Arr3 = std::array<std::int64_t, 3>;
 
 // ---- geometry and the reference loop nest -------------------------------------------------
@@ -166,14 +170,6 @@ int ref_exact_iwl(const Ints& acc, int iwl_ab) {
 }
 
 // ---- data ---------------------------------------------------------------------------------
-Ints random_ints(std::int64_t count, std::int64_t lo, std::int64_t hi, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::int64_t> u(lo, hi);
-  Ints v(static_cast<std::size_t>(count));
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
 std::vector<double> random_reals(std::int64_t count, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> u(-1 << 20, 1 << 20);  // exactly representable in f32
@@ -182,14 +178,6 @@ std::vector<double> random_reals(std::int64_t count, unsigned seed) {
   return v;
 }
 
-Array flex_array(const Ints& v, int iwl, const Shape& shape) {
-  std::vector<std::int16_t> m(v.begin(), v.end());
-  return Array::from_flex16(m, iwl, shape, test::device());
-}
-Array u8_array(const Ints& v, const Shape& shape) {
-  std::vector<std::uint8_t> b(v.begin(), v.end());
-  return Array::from_vector(b, shape, test::device());
-}
 Array f32_array(const std::vector<double>& v, const Shape& shape) {
   std::vector<float> f(v.begin(), v.end());
   return Array::from_vector(f, shape, test::device());

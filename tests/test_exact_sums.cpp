@@ -17,32 +17,14 @@
 #include "flexkit/gemm.hpp"
 #include "flexkit/portable/gemm_epilogue.hpp"
 #include "gemm/exact_sums.hpp"
+#include "support/integer_arrays.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
 namespace {
 
-using Ints = std::vector<std::int64_t>;
-
-Ints random_ints(std::size_t count, std::int64_t lo, std::int64_t hi, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::int64_t> u(lo, hi);
-  Ints v(count);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-Array flex(const Ints& m, int iwl, const Shape& shape) {
-  std::vector<std::int16_t> v(m.begin(), m.end());
-  return Array::from_flex16(v, iwl, shape, test::device());
-}
-
-Array bytes(const Ints& m, const Shape& shape) {
-  std::vector<std::uint8_t> v(m.begin(), m.end());
-  Array a = Array::empty(shape, DType::u8, test::device());
-  a.copy_from(std::span<const std::uint8_t>(v));
-  return a;
-}
+using test::Ints;
+using test::random_ints;
 
 // Σ_p a[i, p] · b[p, j] in int64, a (m, k) and b (k, n) row-major.
 Ints reference_sums(const Ints& a, const Ints& b, std::int64_t m, std::int64_t n, std::int64_t k) {
@@ -67,8 +49,8 @@ Pair make_pair(const char* ka, const char* kb, std::int64_t m, std::int64_t n, s
   p.b = random_ints(k * n, b8 ? 0 : -32768, b8 ? 255 : 32767, seed + 1);
   p.a[0] = a8 ? 255 : -32768;
   p.b[0] = b8 ? 255 : -32768;
-  p.A = a8 ? bytes(p.a, {m, k}) : flex(p.a, 3, {m, k});
-  p.B = b8 ? bytes(p.b, {k, n}) : flex(p.b, -2, {k, n});
+  p.A = a8 ? test::u8_array(p.a, {m, k}) : test::flex_array(p.a, 3, {m, k});
+  p.B = b8 ? test::u8_array(p.b, {k, n}) : test::flex_array(p.b, -2, {k, n});
   return p;
 }
 
@@ -90,8 +72,8 @@ TEST(ExactSums, TakeTransposedViews) {
   const std::int64_t out = 9, in = 13, positions = 300;
   const Ints g = random_ints(out * positions, -32768, 32767, 5);
   const Ints x = random_ints(in * positions, 0, 1, 6);
-  const gemm::ExactSums s =
-      gemm::exact_sums(flex(g, 0, {out, positions}), bytes(x, {in, positions}).T());
+  const gemm::ExactSums s = gemm::exact_sums(test::flex_array(g, 0, {out, positions}),
+                                             test::u8_array(x, {in, positions}).T());
   Ints xt(static_cast<std::size_t>(positions * in));
   for (std::int64_t i = 0; i < in; ++i)
     for (std::int64_t p = 0; p < positions; ++p) xt[p * in + i] = x[i * positions + p];
@@ -181,7 +163,7 @@ TEST(ExactSums, AutoflexHistoriesMatchTheWholeProducts) {
     SCOPED_TRACE(step);
     Pair p = make_pair("flex16", "u8", m, n, k, 100 + step);
     // Growing values: the predictions must move (and saturate once) alike.
-    p.A = flex(p.a, static_cast<int>(step) * 2 - 3, {m, k});
+    p.A = test::flex_array(p.a, static_cast<int>(step) * 2 - 3, {m, k});
     Array(whole).fill(0.0);
     Array(split).fill(0.0);
     dot(p.A, p.B, whole, o);
@@ -218,11 +200,9 @@ TEST(ExactSums, RefuseFloatOperandsAndWrongOutputs) {
 class OtherShard final : public ShardAgreement {
  public:
   int gathers = 0;
-  std::vector<std::size_t> sizes;
   float other_max = 0;
   void all_gather(const void* mine, void* all, std::size_t bytes) override {
     ++gathers;
-    sizes.push_back(bytes);
     auto* out = static_cast<unsigned char*>(all);
     std::memcpy(out, mine, bytes);
     std::memcpy(out + bytes, mine, bytes);

@@ -16,6 +16,7 @@
 #include "flexkit/error.hpp"
 #include "flexkit/gemm.hpp"
 #include "support/flex16_reference.hpp"
+#include "support/integer_arrays.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
@@ -33,9 +34,12 @@ std::int64_t ref_acc(const Matrix& a, const Matrix& b, std::int64_t m, std::int6
   return acc;
 }
 
+using test::flex_array;
+using test::random_ints;
 using test::Ref;
 using test::ref_flex;
 using test::RefFlex;
+using test::u8_array;
 
 float ref_f32(const Ref& r, std::int64_t acc, float old) {
   double v = r.alpha * std::ldexp(static_cast<double>(acc), r.iwl_ab - 30);
@@ -44,24 +48,6 @@ float ref_f32(const Ref& r, std::int64_t acc, float old) {
 }
 
 // ---- data -----------------------------------------------------------------------------------
-Matrix random_ints(std::size_t count, std::int64_t lo, std::int64_t hi, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::int64_t> u(lo, hi);
-  Matrix v(count);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-Array flex_array(const Matrix& m, int iwl, const Shape& shape, Device device) {
-  std::vector<std::int16_t> v(m.begin(), m.end());
-  return Array::from_flex16(v, iwl, shape, device);
-}
-
-Array u8_array(const Matrix& m, const Shape& shape, Device device) {
-  std::vector<std::uint8_t> v(m.begin(), m.end());
-  return Array::from_vector(v, shape, device);
-}
-
 // The logical (row-major) integer contents of a flex16 or u8 view.
 Matrix ints_of(const Array& x) {
   if (x.dtype() == DType::u8) {

@@ -9,18 +9,11 @@
 #include "flexkit/cuda.hpp"
 #include "flexkit/neuron.hpp"
 #include "snn/neuron_compiled.hpp"
+#include "support/random_arrays.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
 namespace {
-
-Array random_sequence(const Shape& shape, unsigned seed, float lo, float hi) {
-  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (float& x : v) x = u(rng);
-  return Array::from_floats(v, shape, DType::f32, test::device());
-}
 
 TEST(NeuronKernels, LifAndIfStoreOneValuePerNeuronStep) {
   for (const char* name : {"lif", "if"}) {
@@ -38,7 +31,7 @@ TEST(NeuronKernels, LifAndIfStoreOneValuePerNeuronStep) {
   }
   // And the training forward keeps exactly T * N values of 4 bytes (f32) or 2 (bf16).
   Neuron lif = Neuron::builtin("lif");
-  Array x = random_sequence({5, 3, 7}, 1, 0.0f, 1.5f);
+  Array x = test::uniform_array({5, 3, 7}, 1, 0.0f, 1.5f);
   NeuronForward f = neuron_forward(lif, NeuronKernelKind::training_forward, {{"x", x}});
   EXPECT_EQ(residual_bytes(*f.residuals), std::size_t{5 * 21 * 4});
   NeuronStorage half;
@@ -58,8 +51,8 @@ TEST(NeuronKernels, TwoStateNeuronPlansAtMostItsInputsAndStates) {
 TEST(NeuronKernels, OneCompiledKernelServesEveryT) {
   if (!test::device().is_cuda()) GTEST_SKIP() << "compilation is a CUDA matter";
   Neuron lif = Neuron::builtin("lif").with("tau", 3.0);
-  Array x3 = random_sequence({3, 1000}, 2, 0.0f, 1.5f);
-  Array x300 = random_sequence({300, 1000}, 3, 0.0f, 1.5f);
+  Array x3 = test::uniform_array({3, 1000}, 2, 0.0f, 1.5f);
+  Array x300 = test::uniform_array({300, 1000}, 3, 0.0f, 1.5f);
   neuron_forward(lif, NeuronKernelKind::inference, {{"x", x3}});
   const cuda::KernelCacheStats before = cuda::kernel_cache_stats();
   NeuronForward f = neuron_forward(lif, NeuronKernelKind::inference, {{"x", x300}});
@@ -99,8 +92,8 @@ TEST(NeuronKernels, BuilderTextAndBuiltinAgreeExactly) {
   Neuron builtin = Neuron::builtin("lif");
   EXPECT_EQ(built.residual_plan(), std::vector<std::string>{"h"});
 
-  Array xs = random_sequence({16, 333}, 4, 0.0f, 1.5f);
-  Array gs = random_sequence({16, 333}, 5, -1.0f, 1.0f);
+  Array xs = test::uniform_array({16, 333}, 4, 0.0f, 1.5f);
+  Array gs = test::uniform_array({16, 333}, 5, -1.0f, 1.0f);
   NamedArrays a = run_all(built, xs, gs), c = run_all(text, xs, gs), d = run_all(builtin, xs, gs);
   for (const char* k : {"s", "v", "gx", "gv0"}) {
     EXPECT_EQ(a.at(k).to_floats(), c.at(k).to_floats()) << k;
@@ -117,7 +110,7 @@ TEST(NeuronKernels, InitialValuesFollowSpikingJelly) {
   Neuron izh = Neuron::builtin("izhikevich").with("w_rest", 0.25);
   EXPECT_EQ(izh.initial_state_value("w"), 0.25);
   // Absent initial states start there.
-  Array x = random_sequence({1, 4}, 6, 0.0f, 0.0f);
+  Array x = test::uniform_array({1, 4}, 6, 0.0f, 0.0f);
   NeuronForward f = neuron_forward(Neuron::builtin("lif").with_setting("v_reset", "-0.2"),
                                    NeuronKernelKind::inference, {{"x", x}});
   // One step of x = 0 from v0 = -0.2 with decay toward v_reset: h = -0.2 exactly.

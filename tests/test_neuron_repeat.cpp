@@ -13,20 +13,13 @@
 #include "flexkit/error.hpp"
 #include "flexkit/expr.hpp"
 #include "flexkit/neuron.hpp"
+#include "support/random_arrays.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
 namespace {
 
 constexpr std::int64_t C = 3, H = 2, W = 5, T = 5, N = 4;  // T not a multiple of any batch
-
-Array random_array(const Shape& shape, unsigned seed, float lo, float hi) {
-  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (float& x : v) x = u(rng);
-  return Array::from_floats(v, shape, DType::f32, test::device());
-}
 
 std::vector<std::uint32_t> bits(const Array& a) {
   std::vector<std::uint32_t> out;
@@ -44,7 +37,7 @@ class Repeat : public ::testing::TestWithParam<Case> {};
 TEST_P(Repeat, MatchesTheInputRepeatedInMemory) {
   const Case& k = GetParam();
   const Neuron n = Neuron::builtin(k.neuron);
-  Array x1 = random_array({C, H, W, 1, N}, 3, -0.5f, 2.5f);
+  Array x1 = test::uniform_array({C, H, W, 1, N}, 3, -0.5f, 2.5f);
   if (k.input_dtype == DType::u8)  // spikes
     x1 = evaluate(ge(Expr(x1), Expr(1.0)), DType::u8);
   else if (k.input_dtype != DType::f32)
@@ -72,7 +65,7 @@ TEST_P(Repeat, MatchesTheInputRepeatedInMemory) {
   for (float s : got.outputs.at(out).to_floats()) fired += s;
   ASSERT_GT(fired, 0) << "no spikes: a vacuous comparison";
 
-  const Array gs = random_array({C, H, W, T, N}, 5, -1, 1);
+  const Array gs = test::uniform_array({C, H, W, T, N}, 5, -1, 1);
   const NeuronGradients gw = neuron_backward(n, *want.residuals, {{out, gs}});
   const NeuronGradients gg = neuron_backward(n, *got.residuals, {{out, gs}});
   const Array gx = gg.inputs.at("x");

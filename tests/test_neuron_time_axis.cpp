@@ -13,18 +13,11 @@
 
 #include "flexkit/error.hpp"
 #include "flexkit/neuron.hpp"
+#include "support/random_arrays.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
 namespace {
-
-Array random_array(const Shape& shape, unsigned seed, float lo, float hi) {
-  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (float& x : v) x = u(rng);
-  return Array::from_floats(v, shape, DType::f32, test::device());
-}
 
 // T (at `axis`) moved to the front, as a contiguous copy.
 Array to_leading(const Array& a, int axis) {
@@ -104,19 +97,19 @@ Call random_call(const Neuron& n, const Case& c, unsigned seed) {
   const Shape shape = without_axis(c.shape, c.axis);
   Call call;
   for (const std::string& input : n.inputs())
-    call.inputs.emplace(input, random_array(c.shape, seed++, 0.0f, 1.5f));
+    call.inputs.emplace(input, test::uniform_array(c.shape, seed++, 0.0f, 1.5f));
   for (const std::string& state : n.states()) {
-    call.initial_states.emplace(state, random_array(shape, seed++, -0.5f, 0.5f));
-    call.grad_state_sequences.emplace(state, random_array(c.shape, seed++, -1.0f, 1.0f));
-    call.grad_final_states.emplace(state, random_array(shape, seed++, -1.0f, 1.0f));
+    call.initial_states.emplace(state, test::uniform_array(shape, seed++, -0.5f, 0.5f));
+    call.grad_state_sequences.emplace(state, test::uniform_array(c.shape, seed++, -1.0f, 1.0f));
+    call.grad_final_states.emplace(state, test::uniform_array(shape, seed++, -1.0f, 1.0f));
   }
   for (const NeuronParamInfo& p : n.params()) {
     if (!p.learnable && !p.per_neuron) continue;
-    call.params.emplace(p.name, p.per_neuron ? random_array(shape, seed++, 0.25f, 1.0f)
-                                             : random_array({}, seed++, -0.5f, 0.5f));
+    call.params.emplace(p.name, p.per_neuron ? test::uniform_array(shape, seed++, 0.25f, 1.0f)
+                                             : test::uniform_array({}, seed++, -0.5f, 0.5f));
   }
   for (const std::string& output : n.outputs())
-    call.grad_outputs.emplace(output, random_array(c.shape, seed++, -1.0f, 1.0f));
+    call.grad_outputs.emplace(output, test::uniform_array(c.shape, seed++, -1.0f, 1.0f));
   return call;
 }
 
@@ -204,15 +197,16 @@ TEST(NeuronTimeAxis, LayoutAndShapesOfTheResults) {
   const Neuron alif = Neuron::builtin("alif");
   const Shape full{3, 2, 2, 4, 6};
   NeuronStorage storage{.keep_state_sequences = true, .time_axis = 3};
-  NeuronForward f = neuron_forward(alif, NeuronKernelKind::training_forward,
-                                   {{"x", random_array(full, 1, 0.0f, 1.5f)}}, {}, {}, storage);
+  NeuronForward f =
+      neuron_forward(alif, NeuronKernelKind::training_forward,
+                     {{"x", test::uniform_array(full, 1, 0.0f, 1.5f)}}, {}, {}, storage);
   EXPECT_EQ(f.outputs.at("s").shape(), full);
   EXPECT_EQ(f.state_sequences.at("a").shape(), full);
   EXPECT_EQ(f.final_states.at("v").shape(), (Shape{3, 2, 2, 6}));
   // One residual value per neuron-step, whatever the layout.
   EXPECT_EQ(residual_bytes(*f.residuals) % static_cast<std::size_t>(shape_numel(full) * 4), 0u);
   NeuronGradients g =
-      neuron_backward(alif, *f.residuals, {{"s", random_array(full, 2, -1.0f, 1.0f)}});
+      neuron_backward(alif, *f.residuals, {{"s", test::uniform_array(full, 2, -1.0f, 1.0f)}});
   EXPECT_EQ(g.inputs.at("x").shape(), full);
   EXPECT_EQ(g.initial_states.at("a").shape(), (Shape{3, 2, 2, 6}));
 }
@@ -224,8 +218,8 @@ TEST(NeuronTimeAxis, LayerPassesTheLayoutThrough) {
   NeuronLayer at_axis(lif, {.time_axis = 1});
   NeuronLayer leading(lif);
   for (unsigned chunk = 0; chunk < 2; ++chunk) {
-    const Array x = random_array({4, 3, 10}, 50 + chunk, 0.0f, 1.5f);
-    const Array gs = random_array({4, 3, 10}, 60 + chunk, -1.0f, 1.0f);
+    const Array x = test::uniform_array({4, 3, 10}, 50 + chunk, 0.0f, 1.5f);
+    const Array gs = test::uniform_array({4, 3, 10}, 60 + chunk, -1.0f, 1.0f);
     const NamedArrays s = at_axis.forward({{"x", x}});
     const NamedArrays r = leading.forward({{"x", to_leading(x, 1)}});
     expect_same(s, r, true, 1, "layer output");
@@ -251,7 +245,7 @@ std::string error_of(const std::function<void()>& call) {
 
 TEST(NeuronTimeAxis, BadTimeAxesAndLayoutsAreRefused) {
   const Neuron lif = Neuron::builtin("lif");
-  const Array x = random_array({5, 3, 7}, 70, 0.0f, 1.5f);
+  const Array x = test::uniform_array({5, 3, 7}, 70, 0.0f, 1.5f);
   for (int axis : {3, 7, -1}) {
     const std::string message = error_of<ValueError>([&] {
       neuron_forward(lif, NeuronKernelKind::inference, {{"x", x}}, {}, {}, {.time_axis = axis});
@@ -261,17 +255,18 @@ TEST(NeuronTimeAxis, BadTimeAxesAndLayoutsAreRefused) {
     EXPECT_NE(message.find("'x'"), std::string::npos) << axis << ": " << message;
   }
   // The states keep the neuron shape: with T at axis 1 that is (5, 7), not (3, 7).
-  EXPECT_THROW(neuron_forward(lif, NeuronKernelKind::inference, {{"x", x}},
-                              {{"v", random_array({3, 7}, 71, 0.0f, 1.0f)}}, {}, {.time_axis = 1}),
-               ShapeError);
+  EXPECT_THROW(
+      neuron_forward(lif, NeuronKernelKind::inference, {{"x", x}},
+                     {{"v", test::uniform_array({3, 7}, 71, 0.0f, 1.0f)}}, {}, {.time_axis = 1}),
+      ShapeError);
   EXPECT_NO_THROW(neuron_forward(lif, NeuronKernelKind::inference, {{"x", x}},
-                                 {{"v", random_array({5, 7}, 72, 0.0f, 1.0f)}}, {},
+                                 {{"v", test::uniform_array({5, 7}, 72, 0.0f, 1.0f)}}, {},
                                  {.time_axis = 1}));
   // Two inputs must have the same full shape (not only the same T and neuron count).
   const Neuron two = Neuron::parse(kGainNeuron);
   EXPECT_THROW(neuron_forward(two, NeuronKernelKind::inference,
-                              {{"x", x}, {"y", random_array({3, 5, 7}, 73, 0.0f, 1.0f)}}, {}, {},
-                              {.time_axis = 1}),
+                              {{"x", x}, {"y", test::uniform_array({3, 5, 7}, 73, 0.0f, 1.0f)}}, {},
+                              {}, {.time_axis = 1}),
                ShapeError);
   // Backward takes gradients in the forward's layout.
   NeuronForward f =
@@ -280,8 +275,9 @@ TEST(NeuronTimeAxis, BadTimeAxesAndLayoutsAreRefused) {
     neuron_backward(lif, *f.residuals, {{"s", to_leading(x, 1)}});
   });
   EXPECT_NE(message.find("(5, 3, 7)"), std::string::npos) << message;
-  EXPECT_THROW(neuron_backward(lif, *f.residuals, {{"s", random_array({5, 3}, 74, 0.f, 1.f)}}),
-               ShapeError);
+  EXPECT_THROW(
+      neuron_backward(lif, *f.residuals, {{"s", test::uniform_array({5, 3}, 74, 0.f, 1.f)}}),
+      ShapeError);
 }
 
 }  // namespace
