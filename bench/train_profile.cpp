@@ -4,6 +4,7 @@
 // GPU's kernel time, and the kernels that take the most of it.
 //
 //   bench_train_profile [--model csnn] [--precision f32|flex16] [--steps 60] [--skip 20]
+//                       [--cuda-graph on|off]
 //
 // Each kernel, copy and memset is placed in the step whose host code issued it (CUPTI's
 // correlation of GPU activity with the API call), so a step's counts do not depend on how far
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
   const std::string precision = arg(argc, argv, "--precision", "f32");
   const std::int64_t steps = std::atoll(arg(argc, argv, "--steps", "60"));
   const std::int64_t skip = std::atoll(arg(argc, argv, "--skip", "20"));
+  const std::string graph = arg(argc, argv, "--cuda-graph", "on");
   if (steps <= skip || skip < 1) {
     std::fprintf(stderr, "bench_train_profile: need --steps > --skip >= 1\n");
     return 2;
@@ -142,6 +144,7 @@ int main(int argc, char** argv) {
   config.device = "cuda";
   config.epochs = 1;
   config.quiet = true;
+  config.cuda_graph = graph == "on";
   config.on_step = [&](std::int64_t) {
     std::uint64_t now = 0;
     cuptiGetTimestamp(&now);
@@ -201,6 +204,12 @@ int main(int argc, char** argv) {
   std::printf("| peak device memory, the whole run (GiB) | %.3f |\n",
               static_cast<double>(result.peak_device_bytes) / (1024.0 * 1024.0 * 1024.0));
   std::printf("| copies | %.1f |\n| memsets | %.1f |\n", copies / n, memsets / n);
+  if (result.cuda_graph.used)
+    std::printf("| CUDA graph | %lld of %lld steps replayed, %zu nodes |\n",
+                static_cast<long long>(result.cuda_graph.replays), static_cast<long long>(steps),
+                result.cuda_graph.nodes);
+  else
+    std::printf("| CUDA graph | not used: %s |\n", result.cuda_graph.note.c_str());
 
   std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> top(by_name.begin(),
                                                                            by_name.end());

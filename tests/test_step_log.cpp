@@ -78,5 +78,40 @@ TEST(StepLog, AMasterCopyIsWhatIsChecked) {
   EXPECT_EQ(*r.bad_parameter_step, 0);
 }
 
+TEST(StepLog, StagedStepsLandInTheirOwnRows) {
+  // A replayed step writes the staging row; the commit moves it to its step, and a later write
+  // of the staging row leaves the committed one as it was.
+  Parameter w = parameter("w", {1.0f});
+  const std::vector<Parameter*> params{&w};
+  StepLog log(test::device(), 4, {"w"});
+  const std::int64_t staging = log.staging_row();
+  EXPECT_EQ(staging, 4);
+  auto staged = [&](std::int64_t s, float loss, float correct, std::int64_t batch) {
+    log.loss_slot(staging).fill(loss);
+    log.correct_slot(staging).fill(correct);
+    log.check_parameters(staging, params);
+    log.commit_staged(s, batch);
+  };
+  log.loss_slot(0).fill(2.0);  // step 0 the direct way
+  log.correct_slot(0).fill(1.0);
+  log.finish_step(0, 8, params);
+  staged(1, 4.0f, 3.0f, 8);
+  w.value.fill(std::nanf(""));
+  staged(2, 1.0f, 5.0f, 2);
+  w.value.fill(1.0);
+  staged(3, 0.5f, 7.0f, 8);
+  const StepLog::Reading& r = log.read();
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_EQ(r.samples, 26);
+  EXPECT_DOUBLE_EQ(r.loss_sum, 2.0 * 8 + 4.0 * 8 + 1.0 * 2 + 0.5 * 8);
+  EXPECT_DOUBLE_EQ(r.correct, 1 + 3 + 5 + 7);
+  ASSERT_TRUE(r.bad_parameter_step);
+  EXPECT_EQ(*r.bad_parameter_step, 2);
+  EXPECT_FALSE(r.bad_loss_step);
+  EXPECT_THROW(log.commit_staged(5, 1), ValueError);  // no room
+  log.clear();
+  EXPECT_THROW(log.commit_staged(1, 1), ValueError);  // out of order
+}
+
 }  // namespace
 }  // namespace flexkit::nn

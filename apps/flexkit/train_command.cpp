@@ -110,6 +110,13 @@ int train_command(const Args& args) {
   app.add_option("--save", c.save, "write the trained weights and the model description as .npz");
   app.add_option("--summary", c.summary, "write a JSON summary");
   app.add_flag("--quiet,-q", c.quiet, "no progress output");
+  std::string cuda_graph = "on";
+  app.add_option("--cuda-graph", cuda_graph,
+                 "on: replay each full batch's training step from one captured CUDA graph where "
+                 "the run allows it (f32, one process, no dropout); off: queue every kernel from "
+                 "the host. The results are the same bit for bit")
+      ->default_str("on")
+      ->check(CLI::IsMember({"on", "off"}));
   bool distributed = false;
   double collective_timeout = 300;
   app.add_flag("--distributed", distributed,
@@ -125,6 +132,7 @@ int train_command(const Args& args) {
       ->default_str("300")
       ->check(CLI::PositiveNumber);
   if (const auto rc = parse(app, args)) return *rc;
+  c.cuda_graph = cuda_graph == "on";
   if (c.sync_bn && !distributed) {
     std::fprintf(stderr, "flexkit train: --sync-bn goes with --distributed\n");
     return kUsageError;

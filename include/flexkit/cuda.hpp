@@ -4,6 +4,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace flexkit::cuda {
@@ -79,6 +81,38 @@ struct AllocatorStats {
 AllocatorStats allocator_stats(int device);
 // Returns every cached free block to the driver (all devices).
 void empty_cache();
+// Caps what the allocator holds on `device`, live and cached bytes together (0: no cap): a
+// request past it releases the cached blocks and then fails with OutOfMemoryError, as a device
+// of that size would.
+void set_memory_limit(int device, std::size_t bytes);
+// Starts peak_in_use_bytes again from what is in use now.
+void reset_peak_memory(int device);
+
+// Work captured once as a CUDA graph and replayed by one launch: what `work` enqueues on a
+// device's current stream, with the same kernels, arguments and addresses every time (new
+// values come in through the arrays the work reads). Memory the work allocates or frees while
+// it is captured belongs to the graph while the graph lives, so that a replay never writes
+// where another array lives.
+class CapturedGraph {
+ public:
+  CapturedGraph() = default;  // empty
+  // Records what `work` enqueues on `device`'s current stream, which must be a Stream's (the
+  // legacy default stream cannot be captured), without running it. UnsupportedError when the
+  // work does what a graph cannot repeat (a copy from or to host memory, a wait for the device,
+  // a flex16 write whose exponent the host picks); OutOfMemoryError when memory runs out. Then
+  // nothing is kept and the stream is usable as before.
+  static CapturedGraph capture(int device, const std::function<void()>& work);
+  // Runs the captured work on the device's current stream.
+  void replay() const;
+  bool empty() const { return !state_; }
+  std::size_t nodes() const;  // kernels, copies and memsets
+  // Drops the graph; its memory goes back to the allocator once its launches are done.
+  void reset();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
 // The size class a request of `bytes` is rounded up to.
 std::size_t allocation_size_class(std::size_t bytes);
 

@@ -137,6 +137,9 @@ class Layer {
   // UnsupportedError, since its gradients could not be summed exactly over processes.
   virtual void set_gradient_sums(bool on);
   bool gradient_sums() const { return gradient_sums_; }
+  // Why a training step through this layer cannot be captured as a CUDA graph and replayed
+  // (host work that differs from step to step); empty when it can.
+  virtual std::string capture_obstacle() const { return {}; }
 
  protected:
   bool flex() const { return precision_.dtype == DType::flex16; }
@@ -320,6 +323,7 @@ class Dropout : public Layer {
   Shape output_features(const Shape& input) const override { return input; }
   Array forward(const Array& x) override;
   Array backward(const Array& grad_output) override;
+  std::string capture_obstacle() const override;
   JsonValue config() const override;
   Rng& rng() { return rng_; }
   // Data-parallel training: the batches this layer sees are samples [offset, offset + B) of a
@@ -497,15 +501,39 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
-  // One update of every parameter from its gradient, with learning rate lr.
-  virtual void step(const std::vector<Parameter*>& params, double lr) = 0;
+  // One update of every parameter from its gradient, with learning rate lr: prepare, then
+  // update.
+  void step(const std::vector<Parameter*>& params, double lr) {
+    prepare(params, lr);
+    update(params);
+  }
+  // The host's part of a step: counts it, makes the state on the first, and writes what changes
+  // from step to step (the learning rate, Adam's bias corrections) into a small device array
+  // that the update reads, only when it changed.
+  void prepare(const std::vector<Parameter*>& params, double lr);
+  // The device's part: every parameter's update, the same work at every step after the first
+  // (what a captured training step replays).
+  virtual void update(const std::vector<Parameter*>& params) = 0;
   // The state a checkpoint keeps (buffers in parameter order) and the number of steps taken.
   virtual std::vector<Array> state() const = 0;
-  virtual void set_state(std::vector<Array> state, std::int64_t steps) = 0;
+  void set_state(std::vector<Array> state, std::int64_t steps);
   std::int64_t steps() const { return steps_; }
 
  protected:
-  std::int64_t steps_ = 0;
+  // The state a fresh optimizer starts from, made at the first step (`params` have gradients).
+  virtual void make_state(const std::vector<Parameter*>& params) = 0;
+  virtual void restore_state(std::vector<Array> state) = 0;
+  // The values of this step's device scalars (scalar(i) reads entry i), in double: they are
+  // rounded to f32 once, as an expression's scalar constants are.
+  virtual std::vector<double> step_scalars(double lr) const = 0;
+  Array scalar(std::size_t i) const;
+
+  std::int64_t steps_ = 0;  // counting the one in progress, once prepared
+
+ private:
+  bool has_state_ = false;
+  Array scalars_;                // f32 on the parameters. device
+  std::vector<float> uploaded_;  // what scalars_ holds (NaN: not known)
 };
 // "sgd" (momentum 0 for plain SGD), "adam", "adamw"; ValueError for other names or options.
 std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const OptimizerOptions& options);

@@ -54,6 +54,10 @@ struct TrainConfig {
   // Called after each training step, once its work is queued (the global step, 1-based): for
   // logging and profiling around the steps.
   std::function<void(std::int64_t)> on_step;
+  // CUDA: capture the training step as a CUDA graph and replay it for every batch of the
+  // captured shape, where the run allows it (f32, one process, no layer with host work per
+  // step such as dropout). The results are the same bit for bit either way.
+  bool cuda_graph = true;
 };
 
 // A preset: the architecture and the hyper-parameters it trains with.
@@ -95,6 +99,13 @@ struct TrainResult {
   bool interrupted = false;
   // Data-parallel runs: every process's training samples per second, in rank order.
   std::vector<double> rank_samples_per_second;
+  // CUDA runs: how the training steps ran (TrainConfig::cuda_graph).
+  struct GraphReport {
+    bool used = false;  // some steps were replayed
+    std::string note;   // why steps were not (or no longer) captured; empty otherwise
+    std::int64_t captures = 0, replays = 0, uncaptured_steps = 0;
+    std::size_t nodes = 0;  // the last captured graph's kernels, copies and memsets
+  } cuda_graph;
 };
 
 // Trains as configured (resuming when config.resume is set). Throws ValueError for impossible

@@ -17,7 +17,8 @@ def train(config: dict | None = None, **options) -> dict:
     preset such as 'mlp' or 'csnn', or an architecture string), neuron, neuron_settings (a
     dict), time_steps, epochs, batch, lr, momentum, weight_decay, nesterov, optimizer, loss,
     schedule, step_size, gamma, seed, limit, device, data_dir, checkpoint_dir, resume, save,
-    summary, quiet. Unset ones take the preset's values.
+    summary, quiet, cuda_graph (False: no captured CUDA graph steps). Unset ones take the
+    preset's values.
     """
     merged = dict(config or {})
     merged.update(options)

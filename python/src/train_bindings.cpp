@@ -82,12 +82,14 @@ nn::TrainConfig config_from(const nb::dict& options) {
       c.summary = nb::cast<std::string>(nb::str(value));
     else if (key == "quiet")
       c.quiet = nb::cast<bool>(value);
+    else if (key == "cuda_graph")
+      c.cuda_graph = nb::cast<bool>(value);
     else
       throw nb::value_error(
           ("train: unknown option '" + key +
            "'; options: model, neuron, neuron_settings, time_steps, epochs, batch, lr, momentum, "
            "weight_decay, nesterov, optimizer, loss, schedule, step_size, gamma, seed, limit, "
-           "device, data_dir, checkpoint_dir, resume, save, summary, quiet")
+           "device, data_dir, checkpoint_dir, resume, save, summary, quiet, cuda_graph")
               .c_str());
   }
   return c;
@@ -117,6 +119,16 @@ nb::dict result_dict(const nn::TrainResult& r) {
   d["device"] = r.device;
   d["architecture"] = r.architecture;
   d["interrupted"] = r.interrupted;
+  if (r.device.rfind("cuda", 0) == 0) {
+    nb::dict graph;
+    graph["used"] = r.cuda_graph.used;
+    graph["note"] = r.cuda_graph.note;
+    graph["captures"] = r.cuda_graph.captures;
+    graph["replays"] = r.cuda_graph.replays;
+    graph["uncaptured_steps"] = r.cuda_graph.uncaptured_steps;
+    graph["nodes"] = r.cuda_graph.nodes;
+    d["cuda_graph"] = graph;
+  }
   return d;
 }
 

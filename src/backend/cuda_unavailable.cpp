@@ -64,6 +64,23 @@ AllocatorStats allocator_stats(int) {
   return {};
 }
 void empty_cache() {}
+void set_memory_limit(int, std::size_t) {
+  unavailable("set_memory_limit");
+}
+void reset_peak_memory(int) {}
+struct CapturedGraph::State {};
+CapturedGraph CapturedGraph::capture(int, const std::function<void()>&) {
+  unavailable("CapturedGraph::capture");
+}
+void CapturedGraph::replay() const {
+  unavailable("CapturedGraph::replay");
+}
+std::size_t CapturedGraph::nodes() const {
+  return 0;
+}
+void CapturedGraph::reset() {
+  state_.reset();
+}
 std::size_t allocation_size_class(std::size_t bytes) {
   return bytes;
 }

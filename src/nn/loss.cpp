@@ -1,4 +1,8 @@
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
 
 #include "flexkit/expr.hpp"
 #include "nn/layer_support.hpp"
@@ -48,9 +52,20 @@ Array scalar_slot(const Array& given, Device device, const char* what) {
   return given.reshape({1});
 }
 
+// 0 .. classes - 1 in f32 on `device`, made once and kept: a step then copies nothing from the
+// host (which a captured step could not repeat).
+Array class_indices(std::int64_t classes, Device device) {
+  static std::mutex mutex;
+  static auto* made = new std::map<std::pair<std::int64_t, std::string>, Array>;  // never freed
+  std::lock_guard<std::mutex> lock(mutex);
+  Array& a = (*made)[{classes, device.str()}];
+  if (!a.defined()) a = Array::arange(classes, DType::f32, device);
+  return a;
+}
+
 Expr one_hot_of(const Array& labels, std::int64_t classes, Device device) {
   const std::int64_t n = labels.dim(0);
-  const Array class_index = Array::arange(classes, DType::f32, device).reshape({classes, 1, 1});
+  const Array class_index = class_indices(classes, device).reshape({classes, 1, 1});
   return eq(class_index, labels.reshape({1, 1, n}));
 }
 

@@ -1,6 +1,7 @@
 // Optimizers with PyTorch's update rules (torch.optim.SGD, Adam, AdamW), each update a few
 // fused expressions per parameter tensor.
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "flexkit/expr.hpp"
@@ -69,15 +70,12 @@ class Sgd final : public Optimizer {
  public:
   explicit Sgd(OptimizerOptions o) : o_(o) {}
   std::string name() const override { return "sgd"; }
-  void step(const std::vector<Parameter*>& params, double lr) override {
-    if (o_.momentum > 0 && buffers_.size() != params.size()) {
-      buffers_.clear();
-      for (Parameter* p : params) buffers_.push_back(new_state(*p));
-    }
+  void update(const std::vector<Parameter*>& params) override {
+    const Expr lr(scalar(0));
     for (std::size_t i = 0; i < params.size(); ++i) {
       Parameter& p = *params[i];
       check_grad(p);
-      const Writer write(o_, steps_, i);
+      const Writer write(o_, steps_ - 1, i);
       Array& w = updated(p);
       Expr g = o_.weight_decay != 0 ? Expr(p.grad) + o_.weight_decay * Expr(w) : Expr(p.grad);
       if (o_.momentum == 0) {
@@ -87,20 +85,23 @@ class Sgd final : public Optimizer {
       }
       Array& buf = buffers_[i];
       // The first step starts the buffer at the gradient, as PyTorch does.
-      write(buf, steps_ == 0 ? g : o_.momentum * Expr(buf) + g, Slot::first_state);
+      write(buf, steps_ == 1 ? g : o_.momentum * Expr(buf) + g, Slot::first_state);
       write(w, Expr(w) - lr * (o_.nesterov ? g + o_.momentum * Expr(buf) : Expr(buf)),
             Slot::weights);
       write.publish(p);
     }
-    ++steps_;
   }
   std::vector<Array> state() const override { return buffers_; }
-  void set_state(std::vector<Array> state, std::int64_t steps) override {
-    buffers_ = std::move(state);
-    steps_ = steps;
-  }
 
  private:
+  void make_state(const std::vector<Parameter*>& params) override {
+    if (o_.momentum == 0 || buffers_.size() == params.size()) return;
+    buffers_.clear();
+    for (Parameter* p : params) buffers_.push_back(new_state(*p));
+  }
+  void restore_state(std::vector<Array> state) override { buffers_ = std::move(state); }
+  std::vector<double> step_scalars(double lr) const override { return {lr}; }
+
   OptimizerOptions o_;
   std::vector<Array> buffers_;
 };
@@ -109,23 +110,13 @@ class Adam final : public Optimizer {
  public:
   Adam(OptimizerOptions o, bool decoupled) : o_(o), decoupled_(decoupled) {}
   std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
-  void step(const std::vector<Parameter*>& params, double lr) override {
-    if (moments_.size() != 2 * params.size()) {
-      moments_.clear();
-      for (Parameter* p : params)
-        for (int k = 0; k < 2; ++k)
-          // The second moment stays f32: squared gradients span twice the gradients' binades,
-          // and an entry flushed to 0 under one exponent per tensor turns m / sqrt(v) into m / eps.
-          moments_.push_back(k == 0
-                                 ? new_state(*p)
-                                 : Array::zeros(p->value.shape(), DType::f32, p->value.device()));
-    }
-    const double t = static_cast<double>(steps_ + 1);
-    const double bc1 = 1 - std::pow(o_.beta1, t), bc2 = 1 - std::pow(o_.beta2, t);
+  void update(const std::vector<Parameter*>& params) override {
+    // lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t) and the decoupled decay's 1 - lr * decay.
+    const Expr step_size(scalar(0)), inverse_root_correction(scalar(1)), decay(scalar(2));
     for (std::size_t i = 0; i < params.size(); ++i) {
       Parameter& p = *params[i];
       check_grad(p);
-      const Writer write(o_, steps_, i);
+      const Writer write(o_, steps_ - 1, i);
       Array& m = moments_[2 * i];
       Array& v = moments_[2 * i + 1];
       Array& target = updated(p);
@@ -134,26 +125,73 @@ class Adam final : public Optimizer {
       write(m, o_.beta1 * Expr(m) + (1 - o_.beta1) * g, Slot::first_state);
       write(v, o_.beta2 * Expr(v) + (1 - o_.beta2) * sqr(g), Slot::second_state);
       Expr w(target);
-      if (decoupled_ && o_.weight_decay != 0) w = w * (1 - lr * o_.weight_decay);
-      write(target, w - (lr / bc1) * Expr(m) / (sqrt(Expr(v)) * (1 / std::sqrt(bc2)) + o_.eps),
+      if (decoupled_ && o_.weight_decay != 0) w = w * decay;
+      write(target, w - step_size * Expr(m) / (sqrt(Expr(v)) * inverse_root_correction + o_.eps),
             Slot::weights);
       write.publish(p);
     }
-    ++steps_;
   }
   std::vector<Array> state() const override { return moments_; }
-  void set_state(std::vector<Array> state, std::int64_t steps) override {
-    moments_ = std::move(state);
-    steps_ = steps;
-  }
 
  private:
+  void make_state(const std::vector<Parameter*>& params) override {
+    if (moments_.size() == 2 * params.size()) return;
+    moments_.clear();
+    for (Parameter* p : params)
+      for (int k = 0; k < 2; ++k)
+        // The second moment stays f32: squared gradients span twice the gradients' binades,
+        // and an entry flushed to 0 under one exponent per tensor turns m / sqrt(v) into m / eps.
+        moments_.push_back(k == 0 ? new_state(*p)
+                                  : Array::zeros(p->value.shape(), DType::f32, p->value.device()));
+  }
+  void restore_state(std::vector<Array> state) override { moments_ = std::move(state); }
+  std::vector<double> step_scalars(double lr) const override {
+    const double t = static_cast<double>(steps_);
+    const double bc1 = 1 - std::pow(o_.beta1, t), bc2 = 1 - std::pow(o_.beta2, t);
+    return {lr / bc1, 1 / std::sqrt(bc2), 1 - lr * o_.weight_decay};
+  }
+
   OptimizerOptions o_;
   bool decoupled_;
   std::vector<Array> moments_;  // m and v of each parameter in turn
 };
 
 }  // namespace
+
+void Optimizer::prepare(const std::vector<Parameter*>& params, double lr) {
+  make_state(params);
+  ++steps_;
+  const std::vector<double> values = step_scalars(lr);
+  const Device device = params.empty() ? Device::cpu() : params.front()->value.device();
+  const auto n = static_cast<std::int64_t>(values.size());
+  if (!scalars_.defined() || scalars_.device() != device || scalars_.size() != n) {
+    scalars_ = Array::empty({n}, DType::f32, device);
+    uploaded_.assign(values.size(), std::numeric_limits<float>::quiet_NaN());
+  }
+  // Written by the device (a fill queued like any kernel, so the host need not wait), and only
+  // where a value changed: a new learning rate, or Adam's bias corrections at every step.
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto rounded = static_cast<float>(values[static_cast<std::size_t>(i)]);
+    float& held = uploaded_[static_cast<std::size_t>(i)];
+    if (rounded == held) continue;
+    scalars_(slice(i, i + 1)).fill(rounded);
+    held = rounded;
+  }
+}
+
+void Optimizer::set_state(std::vector<Array> state, std::int64_t steps) {
+  restore_state(std::move(state));
+  steps_ = steps;
+  uploaded_.clear();
+  scalars_ = Array();
+}
+
+Array Optimizer::scalar(std::size_t i) const {
+  if (!scalars_.defined() || static_cast<std::int64_t>(i) >= scalars_.size())
+    throw ValueError(cat("optimizer ", name(), ": update() before prepare()"));
+  const auto at = static_cast<std::int64_t>(i);
+  return scalars_(slice(at, at + 1));
+}
 
 std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const OptimizerOptions& o) {
   if (!(o.momentum >= 0 && o.momentum < 1))

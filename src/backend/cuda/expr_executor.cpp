@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/graph_capture.hpp"
 #include "backend/cuda/kernel_cache.hpp"
 #include "backend/cuda/launch_support.hpp"
 #include "backend/cuda/pending_expr_stats.hpp"
@@ -53,6 +54,7 @@ unsigned blocks_of(const codegen::LaunchShape& s, const char* kernel) {
 
 // The write's statistics come back without waiting: the target keeps them pending.
 void read_stats(const Scratch& stats, cudaStream_t stream, const Array& target) {
+  refuse_in_capture(target.device().index, "a flex16 write (its statistics go to the host)");
   ArrayAccess::storage(target).set_pending_stats(
       pending_expr_stats(target.device().index, stream, stats.get(), 1).front());
 }
@@ -91,6 +93,7 @@ void run_stage(const ir::Stage& stage) {
     if (scalar_bytes)
       std::memcpy(host.data() + descriptor_bytes, kernel.scalars.data(), scalar_bytes);
     scalar_buffer = static_cast<unsigned char*>(operand_buffer) + descriptor_bytes;
+    refuse_in_capture(device, "an expression whose operand descriptors travel from host memory");
     // From pageable memory: the call returns once `host` has been staged, so it may go.
     FLEXKIT_CUDA_CHECK(
         cudaMemcpyAsync(operand_buffer, host.data(), host.size(), cudaMemcpyHostToDevice, stream));

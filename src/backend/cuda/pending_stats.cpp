@@ -1,5 +1,7 @@
 #include "backend/cuda/pending_stats.hpp"
 
+#include "backend/cuda/graph_capture.hpp"
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -139,7 +141,9 @@ void publish(const Slot& slot, bool published_in_kernel, cudaStream_t stream) {
 }  // namespace
 
 DeviceStatsRecord::DeviceStatsRecord(int device, cudaStream_t stream)
-    : parts_(new Parts(device, pool().acquire(device))), stream_(stream) {}
+    : parts_((refuse_in_capture(device, "a flex16 product (its statistics go to the host)"),
+              new Parts(device, pool().acquire(device)))),
+      stream_(stream) {}
 
 DeviceStatsRecord::~DeviceStatsRecord() {
   if (!parts_) return;

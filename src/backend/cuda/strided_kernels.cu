@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/graph_capture.hpp"
 #include "core/device_memory.hpp"
 #include "core/strided_ops.hpp"
 #include "flexkit/cuda.hpp"
@@ -245,6 +246,7 @@ Flex16Stats flex16_copy(int device, const StridedDst& dst_in, const StridedSrc& 
   const StridedLayout& src = layouts[1];
   int64_t n = element_count(dst);
   if (n == 0) return {};
+  refuse_in_capture(device, "a flex16 copy (its statistics go to the host)");
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
   auto* stats = static_cast<DeviceFlex16Stats*>(allocate(device, sizeof(DeviceFlex16Stats)));
@@ -286,6 +288,9 @@ void memcpy_bytes(Device dst_device, void* dst, Device src_device, const void* s
     return;
   }
   const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
+  if (dst_device.is_cpu() || src_device.is_cpu())
+    refuse_in_capture(device,
+                      dst_device.is_cpu() ? "a copy to host memory" : "a copy from host memory");
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
   FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));

@@ -47,6 +47,11 @@ Array Dropout::backward(const Array& grad_output) {
   return g;
 }
 
+std::string Dropout::capture_obstacle() const {
+  if (p_ == 0) return {};
+  return cat(describe(), " draws its masks on the host at every step");
+}
+
 JsonValue Dropout::config() const {
   return JsonValue::object({{"type", "dropout"},
                             {"p", p_},

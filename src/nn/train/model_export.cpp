@@ -116,6 +116,14 @@ void write_summary(const std::string& path, const TrainResult& result,
                                      {"saturated_values", static_cast<std::int64_t>(e.saturated)},
                                      {"nan_values", static_cast<std::int64_t>(e.nan_count)},
                                      {"clamped_exponents", e.clamped}}));
+  JsonValue graph;  // CUDA runs: how the steps ran
+  if (result.device.rfind("cuda", 0) == 0)
+    graph = JsonValue::object({{"used", result.cuda_graph.used},
+                               {"note", result.cuda_graph.note},
+                               {"captures", result.cuda_graph.captures},
+                               {"replays", result.cuda_graph.replays},
+                               {"uncaptured_steps", result.cuda_graph.uncaptured_steps},
+                               {"nodes", static_cast<std::int64_t>(result.cuda_graph.nodes)}});
   JsonValue ranks = JsonValue::array();  // data-parallel runs: each process's throughput
   for (double s : result.rank_samples_per_second) ranks.push_back(s);
   JsonValue summary = JsonValue::object(
@@ -131,6 +139,7 @@ void write_summary(const std::string& path, const TrainResult& result,
                          1, static_cast<std::int64_t>(result.rank_samples_per_second.size()))},
        {"rank_samples_per_second", ranks},
        {"peak_memory_bytes", peak},
+       {"cuda_graph", graph},
        {"device", result.device},
        {"precision", result.precision},
        {"master_weights",

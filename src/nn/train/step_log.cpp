@@ -13,7 +13,7 @@ StepLog::StepLog(Device device, std::int64_t steps, std::vector<std::string> par
     : device_(device),
       capacity_(steps),
       parameter_names_(std::move(parameter_names)),
-      record_(Array::zeros({std::max<std::int64_t>(1, steps),
+      record_(Array::zeros({std::max<std::int64_t>(1, steps) + 1,
                             2 + static_cast<std::int64_t>(parameter_names_.size())},
                            DType::f32, device)) {
   batches_.reserve(static_cast<std::size_t>(steps));
@@ -34,9 +34,13 @@ Array StepLog::correct_slot(std::int64_t step) const {
 
 void StepLog::finish_step(std::int64_t step, std::int64_t batch,
                           const std::vector<Parameter*>& params) {
-  if (step != static_cast<std::int64_t>(batches_.size()) || step >= capacity_)
-    throw ValueError(cat("step log: step ", step, " out of order (", batches_.size(),
-                         " recorded, room for ", capacity_, ")"));
+  if (step < 0 || step >= capacity_)
+    throw ValueError(cat("step log: step ", step, " out of range (room for ", capacity_, ")"));
+  check_parameters(step, params);
+  note_batch(step, batch);
+}
+
+void StepLog::check_parameters(std::int64_t row, const std::vector<Parameter*>& params) {
   if (params.size() != parameter_names_.size())
     throw ValueError(cat("step log: ", params.size(), " parameters given, ",
                          parameter_names_.size(), " expected"));
@@ -45,8 +49,21 @@ void StepLog::finish_step(std::int64_t step, std::int64_t batch,
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Array& checked = params[i]->master.defined() ? params[i]->master : params[i]->value;
     const auto column = static_cast<std::int64_t>(2 + i);
-    assign(record_(step, slice(column, column + 1)), sum(Expr(checked) * 0.0));
+    assign(record_(row, slice(column, column + 1)), sum(Expr(checked) * 0.0));
   }
+}
+
+void StepLog::commit_staged(std::int64_t step, std::int64_t batch) {
+  if (step < 0 || step >= capacity_)
+    throw ValueError(cat("step log: step ", step, " out of range (room for ", capacity_, ")"));
+  record_(step, slice()).assign(record_(staging_row(), slice()));
+  note_batch(step, batch);
+}
+
+void StepLog::note_batch(std::int64_t step, std::int64_t batch) {
+  if (step != static_cast<std::int64_t>(batches_.size()))
+    throw ValueError(cat("step log: step ", step, " out of order (", batches_.size(),
+                         " recorded, room for ", capacity_, ")"));
   batches_.push_back(batch);
 }
 

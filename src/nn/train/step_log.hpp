@@ -26,6 +26,16 @@ class StepLog {
   // Records step `step`'s batch size and queues its parameter checks.
   void finish_step(std::int64_t step, std::int64_t batch, const std::vector<Parameter*>& params);
 
+  // A captured step writes the same row every time, this one: its loss and correct slots are
+  // loss_slot(staging_row()) and correct_slot(staging_row()), and it queues its parameter
+  // checks with check_parameters(staging_row(), ...). commit_staged then copies the row (on
+  // the device) to step `step` and records the batch size, as finish_step would.
+  std::int64_t staging_row() const { return capacity_; }
+  void check_parameters(std::int64_t row, const std::vector<Parameter*>& params);
+  void commit_staged(std::int64_t step, std::int64_t batch);
+  // Records step `step`'s batch size alone (its row written by the step's own checks).
+  void note_batch(std::int64_t step, std::int64_t batch);
+
   struct Reading {
     std::int64_t steps = 0;    // steps read so far
     std::int64_t samples = 0;  // their samples
@@ -44,7 +54,7 @@ class StepLog {
   Device device_;
   std::int64_t capacity_;
   std::vector<std::string> parameter_names_;
-  Array record_;  // f32 (steps, 2 + parameters): loss, correct, one check per parameter
+  Array record_;  // f32 (steps + 1, 2 + parameters): loss, correct, one check per parameter
   std::vector<std::int64_t> batches_;
   Reading reading_;
 };

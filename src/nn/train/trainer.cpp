@@ -19,6 +19,7 @@
 #include "flexkit/error.hpp"
 #include "flexkit/expr.hpp"
 #include "flexkit/train.hpp"
+#include "nn/train/captured_step.hpp"
 #include "nn/train/checkpoint.hpp"
 #include "nn/train/data_parallel.hpp"
 #include "nn/train/gradient_sync.hpp"
@@ -255,6 +256,34 @@ Totals summed(const Totals& t, dist::Communicator* comm, const char* what) {
   return {loss, counts[0], counts[1]};
 }
 
+// Why this run's training steps cannot be captured as a CUDA graph; empty when they can.
+std::string capture_obstacle(const TrainConfig& config, Sequential& net, const ResolvedConfig& r,
+                             int world) {
+  if (!config.cuda_graph) return "off (--cuda-graph off)";
+  if (r.precision == "flex16")
+    return "off: flex16 picks each write's exponent on the host from the write's statistics";
+  if (world > 1) return "off: data-parallel steps sum their gradients through the host (MPI)";
+  for (std::size_t i = 0; i < net.size(); ++i) {
+    const std::string why = net[i].capture_obstacle();
+    if (!why.empty()) return cat("off: layer ", i, ", ", why);
+  }
+  return {};
+}
+
+// The stream a captured run works on (the legacy default stream cannot be captured), current
+// for the rest of the run, which it finishes before it goes.
+struct RunStream {
+  explicit RunStream(int device) : stream(device), guard(stream) {}
+  ~RunStream() {
+    try {
+      stream.synchronize();
+    } catch (...) {
+    }
+  }
+  cuda::Stream stream;
+  cuda::StreamGuard guard;
+};
+
 std::size_t device_peak(Device device) {
   if (!device.is_cuda()) return 0;
   return cuda::allocator_stats(device.index).peak_in_use_bytes;
@@ -275,6 +304,13 @@ TrainResult train(const TrainConfig& config) {
   if (comm && device.is_cuda() && (config.device == "cuda" || config.device == "auto"))
     device = Device::cuda(comm->local_rank() % cuda::device_count());
   Sequential net = r.build_model();
+  std::string graph_note;
+  std::optional<RunStream> run_stream;
+  if (device.is_cuda()) {
+    graph_note = capture_obstacle(config, net, r, world);
+    if (graph_note.empty() && cuda::current_stream(device.index) == nullptr)
+      run_stream.emplace(device.index);
+  }
   net.to(device);
   Rng init_rng(r.seed);
   net.reset_parameters(init_rng);
@@ -405,6 +441,15 @@ TrainResult train(const TrainConfig& config) {
     if (p->trainable) trainable_names.push_back(name);
   StepLog step_log(device, train_loader.batches_per_epoch(), trainable_names);
   const std::int64_t classes = output_classes(net);
+  std::optional<CapturedStep> captured;
+  if (device.is_cuda() && graph_note.empty())
+    captured.emplace(net, *optimizer, params, loss_kind, step_log, device);
+  if (device.is_cuda())
+    progress.line(graph_note.empty()
+                      ? std::string("CUDA graph: each step of a full batch is replayed from one "
+                                    "captured graph")
+                      : cat("CUDA graph: ", graph_note));
+  bool graph_failure_shown = false;
   for (std::int64_t epoch = first_epoch; epoch < r.epochs; ++epoch) {
     if (g_stop) {
       result.interrupted = true;
@@ -477,28 +522,38 @@ TrainResult train(const TrainConfig& config) {
         for (std::size_t i = 0; i < net.size(); ++i)
           if (auto* d = dynamic_cast<Dropout*>(&net[i]))
             d->set_shard(b->global_offset, b->global_size);
-      {
-        // flex16 over several processes: what the step writes from its shard takes the
-        // exponent of the whole batch's tensor.
-        std::optional<ShardedWrites> sharded;
-        if (agreement) sharded.emplace(*agreement);
-        const Array out = net.forward(b->images);
-        // Data parallel: the loss gradient is that of the global batch's mean (each shard's
-        // part of it, so that a synchronised BatchNorm mixes like-scaled gradients), and the
-        // parameters' gradients are summed over the processes during and after the backward.
-        const DeviceLossResult loss = rate_loss_on_device(
-            out, b->labels, loss_kind, step_log.loss_slot(step_in_epoch),
-            step_log.correct_slot(step_in_epoch), gradient_sync ? b->global_size : 0);
-        net.zero_grad();
-        if (gradient_sync)
-          net.backward(loss.grad_output,
-                       [&](std::size_t layer) { gradient_sync->layer_done(layer); });
-        else
-          net.backward(loss.grad_output);
+      if (captured) {
+        captured->run(b->images, b->labels, lr, step_in_epoch);
+        if (!captured->unavailable().empty() && !graph_failure_shown) {
+          progress.finish_bar();
+          progress.line(cat("CUDA graph: the capture failed, steps run uncaptured from here: ",
+                            captured->unavailable()));
+          graph_failure_shown = true;
+        }
+      } else {
+        {
+          // flex16 over several processes: what the step writes from its shard takes the
+          // exponent of the whole batch's tensor.
+          std::optional<ShardedWrites> sharded;
+          if (agreement) sharded.emplace(*agreement);
+          const Array out = net.forward(b->images);
+          // Data parallel: the loss gradient is that of the global batch's mean (each shard's
+          // part of it, so that a synchronised BatchNorm mixes like-scaled gradients), and the
+          // parameters' gradients are summed over the processes during and after the backward.
+          const DeviceLossResult loss = rate_loss_on_device(
+              out, b->labels, loss_kind, step_log.loss_slot(step_in_epoch),
+              step_log.correct_slot(step_in_epoch), gradient_sync ? b->global_size : 0);
+          net.zero_grad();
+          if (gradient_sync)
+            net.backward(loss.grad_output,
+                         [&](std::size_t layer) { gradient_sync->layer_done(layer); });
+          else
+            net.backward(loss.grad_output);
+        }
+        if (gradient_sync) gradient_sync->finish();
+        optimizer->step(params, lr);
+        step_log.finish_step(step_in_epoch, b->labels.dim(0), params);
       }
-      if (gradient_sync) gradient_sync->finish();
-      optimizer->step(params, lr);
-      step_log.finish_step(step_in_epoch, b->labels.dim(0), params);
       ++step_in_epoch;
       ++global_step;
       if (config.on_step) config.on_step(global_step);
@@ -597,6 +652,17 @@ TrainResult train(const TrainConfig& config) {
                         " writes saturated (", e.saturated, " values)",
                         e.nan_count ? cat(", ", e.nan_count, " NaN stored as 0") : std::string(),
                         e.clamped ? cat(", ", e.clamped, " exponents clamped") : std::string()));
+  }
+  if (device.is_cuda()) {
+    result.cuda_graph.note = captured ? captured->unavailable() : graph_note;
+    if (captured) {
+      result.cuda_graph.captures = captured->captures();
+      result.cuda_graph.replays = captured->replays();
+      result.cuda_graph.uncaptured_steps = captured->uncaptured();
+      result.cuda_graph.nodes = captured->nodes();
+      result.cuda_graph.used = captured->replays() > 0;
+      captured.reset();
+    }
   }
   result.peak_host_bytes = peak_host_bytes();
   result.peak_device_bytes = device_peak(device);
