@@ -230,6 +230,35 @@ TEST(ExprCodegen, RowFusedPlansCompile) {
   EXPECT_TRUE(compile_fused(sq, sq - max(sq, 1)));  // in place: each block owns its row
 }
 
+TEST(ExprCodegen, RowFusedSoftmaxComputesItsExponentialsOnce) {
+  // exp(x − max) feeds the sum and the output: the sum's stage keeps it in the registers that
+  // held x (read by nothing after), and the output divides it without a second exp.
+  Array s = filled({32, 80});
+  Array p = Array::empty({32, 80}, DType::f32);
+  const auto fused = [](const Array& out, const Expr& e) {
+    ir::Plan plan = ir::make_plan(out, e.node(), {});
+    return codegen::describe_row_fused(plan);
+  };
+  const auto softmax = fused(p, exp(s - max(s, 1)) / sum(exp(s - max(s, 1)), 1));
+  ASSERT_TRUE(softmax && softmax->reuse);
+  EXPECT_EQ(softmax->reuse->stage, 1);
+  EXPECT_TRUE(compile_fused(p, exp(s - max(s, 1)) / sum(exp(s - max(s, 1)), 1)));
+  // x read by the output besides: no registers to keep the element in.
+  const auto plus_x = fused(p, exp(s - max(s, 1)) / sum(exp(s - max(s, 1)), 1) + s);
+  ASSERT_TRUE(plus_x);
+  EXPECT_FALSE(plus_x->reuse);
+  // A second row operand the output no longer reads takes it.
+  Array w = filled({32, 80}, DType::bf16);
+  const auto two = fused(p, exp(s * w - max(s * w, 1)) / sum(exp(s * w - max(s * w, 1)), 1));
+  ASSERT_TRUE(two && two->reuse);
+  EXPECT_TRUE(compile_fused(p, exp(s * w - max(s * w, 1)) / sum(exp(s * w - max(s * w, 1)), 1)));
+  // Another shift in the output than in the sum: a different value, nothing reused.
+  const auto shifted = fused(p, exp(s - max(s, 1) + 1.0) / sum(exp(s - max(s, 1)), 1));
+  ASSERT_TRUE(shifted);
+  EXPECT_FALSE(shifted->reuse);
+  EXPECT_NE(shifted->key, softmax->key);
+}
+
 TEST(ExprCodegen, SixtyFourBitIndexing) {
   // 2^32 positions from one element: a broadcast needs no memory.
   Array x = filled({1});

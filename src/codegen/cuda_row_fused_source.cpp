@@ -55,6 +55,9 @@ std::string make_key(const RowFusedKernel& k, const ir::Plan& plan) {
     key += access_code(o.access);
     key += ':' + to_string(o.temp_of) + ',';
   }
+  if (k.reuse)
+    key += "|reuse" + to_string(k.reuse->stage) + ',' + to_string(k.reuse->instruction) + ',' +
+           to_string(k.reuse->row_operand);
   for (std::size_t s = 0; s < k.stages.size(); ++s) {
     const RowFusedKernel::Stage& st = k.stages[s];
     key += '|';
@@ -71,6 +74,70 @@ std::string make_key(const RowFusedKernel& k, const ir::Plan& plan) {
     }
   }
   return key;
+}
+
+// Whether instruction ia of stage sa's program and ib of stage sb's compute the same value: the
+// same operations over the same fused operands, scalar values and constants.
+bool same_value(const RowFusedKernel& k, const ir::Plan& plan, int sa, int ia, int sb, int ib) {
+  const ir::Instr& a = plan.stages[sa].body.code[ia];
+  const ir::Instr& b = plan.stages[sb].body.code[ib];
+  if (a.op != b.op) return false;
+  switch (a.op) {
+    case Op::operand:
+      return k.stages[sa].operands[a.slot] == k.stages[sb].operands[b.slot];
+    case Op::scalar:
+      return k.scalars[k.stages[sa].scalar_offset + a.slot] ==
+             k.scalars[k.stages[sb].scalar_offset + b.slot];
+    case Op::constant:
+      return a.constant == b.constant;
+    default:
+      break;
+  }
+  if (a.op == Op::spike_grad && (a.surrogate != b.surrogate || a.alpha != b.alpha)) return false;
+  for (auto arg : {&ir::Instr::a, &ir::Instr::b, &ir::Instr::c}) {
+    if ((a.*arg < 0) != (b.*arg < 0)) return false;
+    if (a.*arg >= 0 && !same_value(k, plan, sa, a.*arg, sb, b.*arg)) return false;
+  }
+  return true;
+}
+
+// The fused operands the last stage still reads when instruction `cut` is given to it.
+std::vector<bool> read_with_cut(const RowFusedKernel& k, const ir::Plan& plan, int cut) {
+  const int last = static_cast<int>(plan.stages.size()) - 1;
+  const std::vector<ir::Instr>& code = plan.stages[last].body.code;
+  std::vector<bool> live(code.size(), false), read(k.operand_info.size(), false);
+  live.back() = true;
+  for (int i = static_cast<int>(code.size()) - 1; i >= 0; --i) {
+    if (!live[i] || i == cut) continue;
+    const ir::Instr& in = code[i];
+    if (in.op == Op::operand) read[k.stages[last].operands[in.slot]] = true;
+    for (int arg : {in.a, in.b, in.c})
+      if (arg >= 0) live[arg] = true;
+  }
+  return read;
+}
+
+// A reduction's element the last stage computes again, and a row operand's registers to keep it
+// in (one no stage reads after that reduction): see RowFusedKernel::Reuse.
+std::optional<RowFusedKernel::Reuse> find_reuse(const RowFusedKernel& k, const ir::Plan& plan) {
+  const int last = static_cast<int>(plan.stages.size()) - 1;
+  const std::vector<ir::Instr>& code = plan.stages[last].body.code;
+  for (int s = last - 1; s >= 0; --s) {
+    const int root = static_cast<int>(plan.stages[s].body.code.size()) - 1;
+    if (!ir::is_elementwise(plan.stages[s].body.code[root].op)) continue;
+    for (int i = static_cast<int>(code.size()) - 1; i >= 0; --i) {
+      if (!same_value(k, plan, last, i, s, root)) continue;
+      const std::vector<bool> read = read_with_cut(k, plan, i);
+      for (int u = 0; u < static_cast<int>(k.operand_info.size()); ++u) {
+        if (k.operand_info[u].access != Access::unit || read[u]) continue;
+        bool later = false;  // a reduction after s reads the registers
+        for (int t = s + 1; t < last; ++t)
+          for (int o : k.stages[t].operands) later = later || o == u;
+        if (!later) return RowFusedKernel::Reuse{s, i, u};
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -194,6 +261,7 @@ std::optional<RowFusedKernel> describe_row_fused(const ir::Plan& plan) {
                                       sizeof(float) * k.scalars.size() + sizeof(ExprArgs) +
                                       sizeof(void*);
   if (parameter_bytes > kMaxParameterBytes) return std::nullopt;
+  k.reuse = find_reuse(k, plan);
   k.key = make_key(k, plan);
   return k;
 }
@@ -213,14 +281,28 @@ class RowFusedGenerator {
   std::string run() {
     header();
     for (int s = 0; s <= final_; ++s)
-      emit_program_function(os_, cat("stage", s, "_body"), plan_.stages[s].body,
-                            k_.stages[s].scalar_offset, s_count());
+      emit_program_function(os_, cat("stage", s, "_body"), body(s), k_.stages[s].scalar_offset,
+                            s_count());
     kernel();
     return os_.str();
   }
 
  private:
   int s_count() const { return n_scalars_ > 0 ? n_scalars_ : 1; }
+
+  // Stage s's program; with a reuse, the last stage's reads the kept element as one more
+  // operand slot in place of the instruction computing it (what it fed is then dead code).
+  ir::Program body(int s) const {
+    ir::Program p = plan_.stages[s].body;
+    if (s == final_ && k_.reuse) {
+      ir::Instr kept;
+      kept.op = Op::operand;
+      kept.slot = static_cast<std::int32_t>(p.operands.size());
+      p.code[k_.reuse->instruction] = kept;
+      p.operands.push_back(Array());  // only counted: x gets one more entry
+    }
+    return p;
+  }
   bool flex_out() const { return k_.stages[final_].target_dtype == DType::flex16; }
   const RowFusedKernel::Operand& op(int i) const { return k_.operand_info[i]; }
   std::string load(int i, const std::string& raw) const {
@@ -253,15 +335,17 @@ class RowFusedGenerator {
     }
   }
 
+  bool reads_kept(int stage) const { return k_.reuse && stage == final_; }
   std::string x_init(int stage, const std::string& slot) const {
     const auto& ops = k_.stages[stage].operands;
-    if (ops.empty()) return "{0.0f}";
+    if (ops.empty() && !reads_kept(stage)) return "{0.0f}";
     std::string s = "{";
     for (std::size_t q = 0; q < ops.size(); ++q) s += cat(q ? ", " : "", value(ops[q], slot));
+    if (reads_kept(stage)) s += cat(ops.empty() ? "" : ", ", value(k_.reuse->row_operand, slot));
     return s + "}";
   }
   std::size_t x_count(int stage) const {
-    return std::max<std::size_t>(1, k_.stages[stage].operands.size());
+    return std::max<std::size_t>(1, k_.stages[stage].operands.size() + (reads_kept(stage) ? 1 : 0));
   }
 
   void kernel() {
@@ -366,8 +450,10 @@ class RowFusedGenerator {
       os_.line("const Idx k = ((Idx)j * (Idx)bx + (Idx)tx) * kV + (Idx)v;");
       os_.line("if (!active || k >= len) continue;");
       os_.line("const float x[", x_count(s), "] = ", x_init(s, "j * kV + v"), ";");
-      os_.line("acc", s, " = Red", s, "::combine(acc", s, ", Red", s, "::element(stage", s,
-               "_body(x, s), (int64_t)k));");
+      os_.line("const float e = stage", s, "_body(x, s);");
+      if (k_.reuse && k_.reuse->stage == s)  // kept for the last stage; the row is not read again
+        os_.line(value(k_.reuse->row_operand, "j * kV + v"), " = e;");
+      os_.line("acc", s, " = Red", s, "::combine(acc", s, ", Red", s, "::element(e, (int64_t)k));");
     }
     os_.line("acc", s, " = reduce_row<Red", s, ">(acc", s, ", bx);");
     if (arg && dtype == DType::i32) {

@@ -31,8 +31,16 @@ struct RowFusedKernel {
     std::vector<int> operands;  // fused operand index of each of the stage's operand slots
     int scalar_offset;          // where its scalars start in `scalars`
   };
+  // The last stage's instruction `instruction` computes stage `stage`'s reduced element (as
+  // softmax's exp(x − max) feeds both its sum and its output): that stage keeps the element in
+  // the registers of row operand `row_operand`, which nothing reads after it, and the last stage
+  // reads it there instead of computing it again.
+  struct Reuse {
+    int stage = -1, instruction = -1, row_operand = -1;
+  };
   std::vector<Operand> operand_info;
   std::vector<Stage> stages;
+  std::optional<Reuse> reuse;
   bool index64 = false;
   int per_thread = kRowFusedRegisters;  // elements of each row operand one thread holds
   std::string key;
