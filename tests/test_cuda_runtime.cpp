@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backend/cuda/rtc_compiler.hpp"
+#include "core/upload.hpp"
 #include "flexkit/flexkit.hpp"
 #include "support/test_device.hpp"
 
@@ -25,6 +26,39 @@ TEST(CudaRuntime, DeviceIsDescribed) {
   EXPECT_GT(v.driver, 0);
   EXPECT_GT(v.nvrtc_major, 0);
   EXPECT_THROW(cuda::device_info(cuda::device_count()), DeviceError);
+}
+
+TEST(CudaRuntime, UploadsWithoutWaitingArriveInStreamOrder) {
+  // Behind a long queue of work, more uploads than the pinned buffers, each source overwritten
+  // (and the last one freed) as soon as the call returns: every array holds what it was given,
+  // and work queued after an upload reads it.
+  const Device gpu = test::device();
+  cuda::Stream stream(gpu.index);
+  cuda::StreamGuard guard(stream);
+  Array big = Array::zeros({std::int64_t{1} << 26}, DType::f32, gpu);
+  for (int i = 0; i < 8; ++i) assign(big, exp(Expr(big) * 0.5) - 1.0);  // keeps the GPU busy
+  std::vector<Array> uploaded, doubled;
+  std::vector<float> values(100003);
+  for (int k = 0; k < 12; ++k) {
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = float(k) * 1000.0f + float(i % 997);
+    const Array host =
+        Array::from_vector(values, {static_cast<std::int64_t>(values.size())}, Device::cpu());
+    uploaded.push_back(detail::upload_without_waiting(host, gpu));
+    doubled.push_back(evaluate(Expr(uploaded.back()) * 2.0));
+  }
+  for (int k = 0; k < 12; ++k) {
+    const std::vector<float> got = uploaded[k].to_floats(), twice = doubled[k].to_floats();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float expected = float(k) * 1000.0f + float(i % 997);
+      ASSERT_EQ(got[i], expected) << k << " " << i;
+      ASSERT_EQ(twice[i], 2.0f * expected) << k << " " << i;
+    }
+  }
+  // A cpu target is the array itself; labels (i32) go the same way as images.
+  const Array labels = Array::from_vector(std::vector<std::int32_t>{3, 1, 4}, {3}, Device::cpu());
+  EXPECT_TRUE(detail::upload_without_waiting(labels, Device::cpu()).shares_storage(labels));
+  EXPECT_EQ(detail::upload_without_waiting(labels, gpu).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{3, 1, 4}));
 }
 
 TEST(CudaRuntime, FreedBlocksAreReused) {

@@ -105,6 +105,9 @@ Flex16Stats flex16_copy(int, const StridedDst&, const StridedSrc&, int, int) {
 void fill(int, const StridedDst&, std::uint64_t, std::size_t) {
   unavailable("fill");
 }
+bool upload_staged(int, void*, const void*, std::size_t) {
+  return false;
+}
 void memcpy_bytes(Device, void*, Device, const void*, std::size_t) {
   unavailable("memcpy");
 }

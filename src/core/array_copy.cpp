@@ -5,6 +5,7 @@
 #include "core/storage.hpp"
 #include "core/strided_ops.hpp"
 #include "core/text.hpp"
+#include "core/upload.hpp"
 #include "flexkit/array.hpp"
 #include "flexkit/error.hpp"
 
@@ -85,6 +86,18 @@ Array Array::copy_to(Device target) const {
     out.storage_->set_stats(storage_->stats());
   }
   copy_bytes(target, out.data(), device(), src.data(), nbytes());
+  return out;
+}
+
+Array detail::upload_without_waiting(const Array& host, Device device) {
+  if (host.defined() && host.device().is_cpu() && device.is_cpu()) return host.contiguous();
+  if (!host.defined() || !host.device().is_cpu() || !device.is_cuda() ||
+      host.dtype() == DType::flex16 || host.dtype() == DType::f64)
+    return host.copy_to(device);
+  const Array src = host.contiguous();
+  Array out = Array::empty(host.shape(), host.dtype(), device);
+  if (!backend::cuda::upload_staged(device.index, out.data(), src.data(), src.nbytes()))
+    return host.copy_to(device);
   return out;
 }
 

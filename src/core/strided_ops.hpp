@@ -40,6 +40,9 @@ void fill(int device, const StridedDst& dst, std::uint64_t pattern, std::size_t 
 // Contiguous bytes between any two places (cpu or cuda); returns when the host side is safe.
 void memcpy_bytes(Device dst_device, void* dst, Device src_device, const void* src,
                   std::size_t bytes);
+// Host bytes to `device` without waiting for it: staged through pinned buffers and copied in the
+// current stream's order (host_staging.cpp). False, with nothing done, when too large to stage.
+bool upload_staged(int device, void* dst, const void* src, std::size_t bytes);
 }  // namespace cuda
 
 }  // namespace flexkit::backend

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/text.hpp"
+#include "core/upload.hpp"
 #include "flexkit/data.hpp"
 #include "flexkit/error.hpp"
 
@@ -253,10 +254,12 @@ std::optional<Batch> BatchLoader::next() {
   out.global_offset = host.global_offset;
   const Device device = s.options.device;
   const Shape label_shape{static_cast<std::int64_t>(host.labels.size())};
-  // Host memory here is pageable (src/core has no pinned allocation), so a CUDA copy is
-  // synchronous with respect to the host. A failing copy leaves this batch the next one.
-  out.images = device.is_cpu() ? host.images : host.images.copy_to(device);
-  out.labels = Array::from_vector(host.labels, label_shape, device);
+  // Queued behind the work before it without waiting for it (staged through pinned memory), so
+  // that the host prepares the next step while the GPU runs this one. A failing copy leaves this
+  // batch the next one.
+  out.images = device.is_cpu() ? host.images : detail::upload_without_waiting(host.images, device);
+  out.labels = detail::upload_without_waiting(
+      Array::from_vector(host.labels, label_shape, Device::cpu()), device);
   out.host_labels = std::move(host.labels);
 
   ++s.next_batch;
