@@ -39,7 +39,11 @@ TEST(ConvLowering, MatchesThePlannedKernels) {
   std::mt19937 rng(5);
   for (const Case& t :
        {Case{3, 7, 6, 5, 4, 3, 1, 1}, Case{2, 9, 9, 4, 3, 3, 2, 0}, Case{4, 5, 5, 3, 6, 1, 1, 0},
-        Case{1, 8, 7, 6, 5, 3, 2, 1}, Case{3, 6, 6, 2, 2, 2, 2, 0}}) {
+        Case{1, 8, 7, 6, 5, 3, 2, 1}, Case{3, 6, 6, 2, 2, 2, 2, 0},
+        // The input gradient's rectangles: a wide kernel, more padding than it needs, windows
+        // that do not overlap, and input positions no window covers (their gradient is 0).
+        Case{2, 9, 8, 3, 3, 5, 1, 2}, Case{2, 5, 6, 2, 3, 3, 1, 2}, Case{2, 9, 9, 2, 2, 3, 3, 0},
+        Case{2, 7, 7, 2, 2, 1, 3, 0}, Case{2, 8, 9, 3, 2, 3, 2, 2}}) {
     SCOPED_TRACE(::testing::Message() << "c" << t.c << " k" << t.k << " kernel " << t.kernel
                                       << " stride " << t.stride << " pad " << t.pad);
     const ConvPlan plan({t.c, t.h, t.w, t.b}, {t.c, t.kernel, t.kernel, t.k},

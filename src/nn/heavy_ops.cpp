@@ -1,5 +1,10 @@
 #include "nn/heavy_ops.hpp"
 
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "flexkit/error.hpp"
 #include "flexkit/expr.hpp"
 #include "flexkit/gemm.hpp"
@@ -55,12 +60,6 @@ bool plain_geometry(const ConvPlan& plan) {
   return true;
 }
 
-// The input's tap (r, s) for every output position: a strided view of the zero-padded input.
-Array tap(const Array& padded, const Geometry& g, std::int64_t r, std::int64_t s) {
-  return padded(all, slice(r, r + g.stride_h * (g.p - 1) + 1, g.stride_h),
-                slice(s, s + g.stride_w * (g.q - 1) + 1, g.stride_w), all);
-}
-
 Array padded_input(const Array& input, const Geometry& g) {
   if (g.pad_h == 0 && g.pad_w == 0) return input;
   Array padded =
@@ -101,19 +100,69 @@ Array conv_columns(const ConvPlan& plan, const Array& input, bool keep_dtype = f
   return columns.reshape({g.c * g.r * g.s, g.p * g.q * g.b});
 }
 
+// Along one spatial axis: input positions whose covering taps are the same. Input position i
+// (padded position i + pad) takes tap r from output position p when i + pad = r + stride·p.
+// Positions of one residue class (i + pad) mod stride meet the taps of that class, tap r at
+// class index m = t + p (r = class + stride·t); cut where a tap starts or stops covering.
+struct AxisPiece {
+  std::int64_t first, count, step;                          // input positions first + step·j
+  std::vector<std::pair<std::int64_t, std::int64_t>> taps;  // (r, output position of j = 0)
+};
+
+std::vector<AxisPiece> axis_pieces(std::int64_t size, std::int64_t pad, std::int64_t stride,
+                                   std::int64_t taps, std::int64_t outputs) {
+  std::vector<AxisPiece> out;
+  for (std::int64_t cls = 0; cls < stride; ++cls) {
+    const std::int64_t first = ((cls - pad) % stride + stride) % stride;  // first i of the class
+    if (first >= size) continue;
+    const std::int64_t count = (size - first + stride - 1) / stride;
+    const std::int64_t m0 = (first + pad - cls) / stride;
+    std::vector<std::int64_t> cuts{m0, m0 + count};
+    for (std::int64_t r = cls; r < taps; r += stride) {
+      const std::int64_t t = (r - cls) / stride;
+      for (std::int64_t m : {t, t + outputs})
+        if (m > m0 && m < m0 + count) cuts.push_back(m);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+      const std::int64_t a = cuts[c], b = cuts[c + 1];
+      AxisPiece piece{first + stride * (a - m0), b - a, stride, {}};
+      for (std::int64_t r = cls; r < taps; r += stride) {
+        const std::int64_t t = (r - cls) / stride;
+        if (t <= a && b <= t + outputs) piece.taps.emplace_back(r, a - t);
+      }
+      out.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
+// The input gradient from the column gradient: each input element is the sum of the column
+// entries of the taps covering it, in tap order (r, then s). One fused expression per rectangle
+// of input positions with the same covering taps, so every column entry is read once and every
+// gradient element written once.
 void columns_adjoint(const ConvPlan& plan, const Array& columns, const Array& grad_input) {
   const Geometry g = geometry(plan);
   const Array cols = columns.reshape({g.c, g.r, g.s, g.p, g.q, g.b});
-  Array padded =
-      Array::zeros({g.c, g.h + 2 * g.pad_h, g.w + 2 * g.pad_w, g.b}, DType::f32, columns.device());
-  // Taps in a fixed order, so overlapping windows sum deterministically.
-  for (std::int64_t r = 0; r < g.r; ++r)
-    for (std::int64_t s = 0; s < g.s; ++s) {
-      Array t = tap(padded, g, r, s);
-      t += Expr(cols(all, r, s, all, all, all));
+  const auto rows = axis_pieces(g.h, g.pad_h, g.stride_h, g.r, g.p);
+  const auto across = axis_pieces(g.w, g.pad_w, g.stride_w, g.s, g.q);
+  for (const AxisPiece& y : rows)
+    for (const AxisPiece& x : across) {
+      Array target = grad_input(all, slice(y.first, y.first + y.step * (y.count - 1) + 1, y.step),
+                                slice(x.first, x.first + x.step * (x.count - 1) + 1, x.step), all);
+      if (y.taps.empty() || x.taps.empty()) {
+        target.fill(0.0);
+        continue;
+      }
+      std::optional<Expr> sum;
+      for (const auto& [r, p0] : y.taps)
+        for (const auto& [s, q0] : x.taps) {
+          Expr tap(cols(all, r, s, slice(p0, p0 + y.count), slice(q0, q0 + x.count), all));
+          sum = sum ? *sum + tap : tap;
+        }
+      assign(target, *sum);
     }
-  assign(grad_input,
-         Expr(padded(all, slice(g.pad_h, g.pad_h + g.h), slice(g.pad_w, g.pad_w + g.w), all)));
 }
 
 }  // namespace
