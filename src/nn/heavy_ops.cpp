@@ -1,6 +1,7 @@
 #include "nn/heavy_ops.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -79,25 +80,45 @@ bool lowered(const ConvPlan& plan, const Array& a, ConvRoute route) {
   return route == ConvRoute::lowered;
 }
 
-// The column matrix in f32, or (`keep_dtype`) in the input's own dtype and exponent, exactly.
-Array conv_columns(const ConvPlan& plan, const Array& input, bool keep_dtype = false) {
-  const Geometry g = geometry(plan);
+// The padded input seen as every tap of every output position, (c, r, s, p, q, b): tap (r, s)
+// of position (p, q) is element (r + p·stride_h, s + q·stride_w), so one overlapping view holds
+// them all and a gather is one launch (which also widens u8 spikes).
+Array tap_windows(const Geometry& g, const Array& input) {
   const Array padded = padded_input(input, g).contiguous();
-  // Rows ordered (c, r, s) as the filter's (C, R, S, K) flattens; columns (p, q, b). Every tap
-  // of every output position is one overlapping view of the padded input (tap (r, s) of
-  // position (p, q) is element (r + p·stride_h, s + q·stride_w)), so the gather is one launch,
-  // which also widens u8 spikes.
   const Strides& st = padded.strides();
-  const Array windows =
-      Array::from_external(padded.data(), padded.dtype(), {g.c, g.r, g.s, g.p, g.q, g.b},
-                           {st[0], st[1], st[2], g.stride_h * st[1], g.stride_w * st[2], st[3]},
-                           padded.device(), std::make_shared<Array>(padded), /*writable=*/false,
-                           padded.dtype() == DType::flex16 ? padded.iwl() : 0);
-  Array columns = Array::empty({g.c, g.r, g.s, g.p, g.q, g.b},
-                               keep_dtype ? input.dtype() : DType::f32, input.device());
-  if (columns.dtype() == DType::flex16) columns.set_iwl(input.iwl());
-  assign(columns, Expr(windows));
-  return columns.reshape({g.c * g.r * g.s, g.p * g.q * g.b});
+  return Array::from_external(padded.data(), padded.dtype(), {g.c, g.r, g.s, g.p, g.q, g.b},
+                              {st[0], st[1], st[2], g.stride_h * st[1], g.stride_w * st[2], st[3]},
+                              padded.device(), std::make_shared<Array>(padded), /*writable=*/false,
+                              padded.dtype() == DType::flex16 ? padded.iwl() : 0);
+}
+
+// The column matrix of channels [c0, c1) and output rows [p0, p1): rows ordered (c, r, s) as the
+// filter's (C, R, S, K) flattens, columns (p, q, b). f32, or (`keep_dtype`) in the input's own
+// dtype and exponent, exactly.
+Array gather_columns(const Geometry& g, const Array& windows, std::int64_t c0, std::int64_t c1,
+                     std::int64_t p0, std::int64_t p1, bool keep_dtype = false) {
+  Array columns = Array::empty({c1 - c0, g.r, g.s, p1 - p0, g.q, g.b},
+                               keep_dtype ? windows.dtype() : DType::f32, windows.device());
+  if (columns.dtype() == DType::flex16) columns.set_iwl(windows.iwl());
+  assign(columns, Expr(windows(slice(c0, c1), all, all, slice(p0, p1), all, all)));
+  return columns.reshape({(c1 - c0) * g.r * g.s, (p1 - p0) * g.q * g.b});
+}
+
+// A wide convolution's lowered products run in bands whose column matrix (or column gradient)
+// holds at most this much, so that the columns never take more memory than that: the forward by
+// output rows, the gradients by input channels (each band then a whole product of its own). The
+// bands stay large products.
+constexpr double kColumnBandBytes = double(std::size_t{256} << 20);
+
+// [begin, end) ranges splitting n into about as many parts as the columns need bands.
+std::vector<std::pair<std::int64_t, std::int64_t>> bands(const Geometry& g, std::int64_t n) {
+  const double bytes = 4.0 * double(g.c * g.r * g.s) * double(g.p * g.q * g.b);
+  const auto wanted = static_cast<std::int64_t>(std::ceil(bytes / kColumnBandBytes));
+  const std::int64_t count = std::clamp<std::int64_t>(wanted, 1, std::max<std::int64_t>(1, n));
+  const std::int64_t each = (n + count - 1) / count;
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t b = 0; b < n; b += each) out.emplace_back(b, std::min(n, b + each));
+  return out;
 }
 
 // Along one spatial axis: input positions whose covering taps are the same. Input position i
@@ -142,9 +163,8 @@ std::vector<AxisPiece> axis_pieces(std::int64_t size, std::int64_t pad, std::int
 // entries of the taps covering it, in tap order (r, then s). One fused expression per rectangle
 // of input positions with the same covering taps, so every column entry is read once and every
 // gradient element written once.
-void columns_adjoint(const ConvPlan& plan, const Array& columns, const Array& grad_input) {
-  const Geometry g = geometry(plan);
-  const Array cols = columns.reshape({g.c, g.r, g.s, g.p, g.q, g.b});
+void columns_adjoint(const Geometry& g, const Array& columns, const Array& grad_input) {
+  const Array cols = columns.reshape({grad_input.dim(0), g.r, g.s, g.p, g.q, g.b});
   const auto rows = axis_pieces(g.h, g.pad_h, g.stride_h, g.r, g.p);
   const auto across = axis_pieces(g.w, g.pad_w, g.stride_w, g.s, g.q);
   for (const AxisPiece& y : rows)
@@ -172,8 +192,11 @@ ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filt
   ConvSaved saved;
   if (lowered(plan, filter, route)) {  // the column gather widens u8 spikes itself
     const Geometry g = geometry(plan);
-    const Array columns = conv_columns(plan, input);
-    matmul(filter.reshape({g.c * g.r * g.s, g.k}).T(), columns, out.reshape({g.k, -1}));
+    const Array windows = tap_windows(g, input);
+    const Array weights = filter.reshape({g.c * g.r * g.s, g.k}).T();
+    for (const auto& [p0, p1] : bands(g, g.p))
+      matmul(weights, gather_columns(g, windows, 0, g.c, p0, p1),
+             out(all, slice(p0, p1), all, all).reshape({g.k, -1}));
   } else {
     plan.fprop(widened_beside(input, filter), filter, out, options);
   }
@@ -185,10 +208,14 @@ void conv_bprop(const ConvPlan& plan, const Array& filter, const Array& grad_out
                 const Array& grad_input, ConvRoute route, const ConvOptions& options) {
   if (lowered(plan, grad_out, route)) {
     const Geometry g = geometry(plan);
-    Array grad_columns =
-        Array::empty({g.c * g.r * g.s, g.p * g.q * g.b}, DType::f32, grad_out.device());
-    matmul(filter.reshape({g.c * g.r * g.s, g.k}), grad_out.reshape({g.k, -1}), grad_columns);
-    columns_adjoint(plan, grad_columns, grad_input);
+    const Array weights = filter.reshape({g.c * g.r * g.s, g.k});
+    const std::int64_t taps = g.r * g.s;
+    for (const auto& [c0, c1] : bands(g, g.c)) {
+      Array grad_columns =
+          Array::empty({(c1 - c0) * taps, g.p * g.q * g.b}, DType::f32, grad_out.device());
+      matmul(weights(slice(c0 * taps, c1 * taps), all), grad_out.reshape({g.k, -1}), grad_columns);
+      columns_adjoint(g, grad_columns, grad_input(slice(c0, c1), all, all, all));
+    }
     return;
   }
   plan.bprop(filter, grad_out, grad_input, options);
@@ -198,10 +225,13 @@ void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad
                  const Array& grad_filter, const ConvOptions& options, ConvRoute route) {
   if (lowered(plan, grad_out, route)) {
     const Geometry g = geometry(plan);
-    const Array columns = conv_columns(plan, saved.input);
-    // gradF (CRS, K) = columns (CRS, PQB) · grad_outᵀ (PQB, K)
-    matmul(columns, grad_out.reshape({g.k, -1}).T(), grad_filter.reshape({g.c * g.r * g.s, g.k}),
-           options);
+    const Array windows = tap_windows(g, saved.input);
+    const Array grads = grad_filter.reshape({g.c * g.r * g.s, g.k});
+    const std::int64_t taps = g.r * g.s;
+    // gradF (CRS, K) = columns (CRS, PQB) · grad_outᵀ (PQB, K), by bands of its rows
+    for (const auto& [c0, c1] : bands(g, g.c))
+      matmul(gather_columns(g, windows, c0, c1, 0, g.p), grad_out.reshape({g.k, -1}).T(),
+             grads(slice(c0 * taps, c1 * taps), all), options);
     return;
   }
   plan.update(widened_beside(saved.input, grad_out), grad_out, grad_filter, options);
@@ -215,7 +245,8 @@ gemm::ExactSums conv_update_sums(const ConvPlan& plan, const ConvSaved& saved,
   const Geometry g = geometry(plan);
   // gradF (CRS, K) = columns (CRS, PQB) · grad_outᵀ (PQB, K): the direct update's exact sums
   // (exact integers do not depend on how the product is cut).
-  return gemm::exact_sums(conv_columns(plan, saved.input, true), grad_out.reshape({g.k, -1}).T());
+  return gemm::exact_sums(gather_columns(g, tap_windows(g, saved.input), 0, g.c, 0, g.p, true),
+                          grad_out.reshape({g.k, -1}).T());
 }
 
 }  // namespace flexkit::nn::heavy
