@@ -85,8 +85,6 @@ void empty_cache();
 // request past it releases the cached blocks and then fails with OutOfMemoryError, as a device
 // of that size would.
 void set_memory_limit(int device, std::size_t bytes);
-// Starts peak_in_use_bytes again from what is in use now.
-void reset_peak_memory(int device);
 
 // Work captured once as a CUDA graph and replayed by one launch: what `work` enqueues on a
 // device's current stream, with the same kernels, arguments and addresses every time (new

@@ -67,7 +67,6 @@ void empty_cache() {}
 void set_memory_limit(int, std::size_t) {
   unavailable("set_memory_limit");
 }
-void reset_peak_memory(int) {}
 struct CapturedGraph::State {};
 CapturedGraph CapturedGraph::capture(int, const std::function<void()>&) {
   unavailable("CapturedGraph::capture");

@@ -161,11 +161,6 @@ class CachingAllocator {
     pools_[device].limit = bytes;
   }
 
-  void reset_peak(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    pools_[device].stats.peak_in_use_bytes = pools_[device].stats.in_use_bytes;
-  }
-
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [device, pool] : pools_) {
@@ -249,10 +244,6 @@ void empty_cache() {
 void set_memory_limit(int device, std::size_t bytes) {
   current_stream(device);  // validates the device
   backend::cuda::allocator().set_limit(device, bytes);
-}
-void reset_peak_memory(int device) {
-  current_stream(device);
-  backend::cuda::allocator().reset_peak(device);
 }
 
 }  // namespace flexkit::cuda
