@@ -4,19 +4,31 @@
 // GPU's kernel time, and the kernels that take the most of it.
 //
 //   bench_train_profile [--model csnn] [--precision f32|flex16] [--steps 60] [--skip 20]
-//                       [--cuda-graph on|off]
+//                       [--cuda-graph on|off] [--host-samples on|off]
+//
+// --host-samples on also samples the host's stack every 200 µs of its CPU time during the measured
+// steps (SIGPROF) and prints the functions the host spends its time in, with the CUDA calls'
+// share by name: there is no perf on the GPU machine.
 //
 // Each kernel, copy and memset is placed in the step whose host code issued it (CUPTI's
 // correlation of GPU activity with the API call), so a step's counts do not depend on how far
 // the GPU lags behind the host.
 #include <cupti.h>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <sys/time.h>
+#include <csignal>
 
 #include <algorithm>
+#include <atomic>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -45,7 +57,8 @@ struct GpuWork {
 };
 struct ApiCall {
   std::uint64_t start, end;
-  bool waits;  // a call that blocks the host until the GPU is done
+  bool waits;                         // a call that blocks the host until the GPU is done
+  CUpti_CallbackId runtime_cbid = 0;  // the runtime call's id (0: a driver call alone)
 };
 
 std::mutex g_mutex;
@@ -96,12 +109,14 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
       case CUPTI_ACTIVITY_KIND_RUNTIME:
       case CUPTI_ACTIVITY_KIND_DRIVER: {
         const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
-        ApiCall call{a->start, a->end, is_wait(a->kind, a->cbid)};
+        ApiCall call{a->start, a->end, is_wait(a->kind, a->cbid),
+                     a->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? a->cbid : 0};
         auto [it, fresh] = g_api.emplace(a->correlationId, call);
         if (!fresh) {  // a runtime call and the driver call inside it: the outer one counts
           it->second.start = std::min(it->second.start, call.start);
           it->second.end = std::max(it->second.end, call.end);
           it->second.waits = it->second.waits || call.waits;
+          if (call.runtime_cbid) it->second.runtime_cbid = call.runtime_cbid;
         }
         break;
       }
@@ -110,6 +125,127 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
     }
   }
   std::free(buffer);
+}
+
+// The host sampler: SIGPROF every 200 µs of process CPU time stores the stack's return
+// addresses into a preallocated buffer (nothing allocates in the handler).
+constexpr int kFrames = 48;
+constexpr std::size_t kMaxSamples = 200000;
+struct Sample {
+  int depth;
+  void* frames[kFrames];
+};
+std::vector<Sample> g_samples(0);
+std::atomic<std::size_t> g_sample_count{0};
+std::atomic<bool> g_sampling{false};
+
+void on_sigprof(int) {
+  if (!g_sampling.load(std::memory_order_relaxed)) return;
+  const std::size_t i = g_sample_count.fetch_add(1, std::memory_order_relaxed);
+  if (i >= g_samples.size()) return;
+  g_samples[i].depth = backtrace(g_samples[i].frames, kFrames);
+}
+
+void start_sampler() {
+  g_samples.resize(kMaxSamples);
+  void* warm[4];
+  backtrace(warm, 4);  // loads the unwinder outside the handler
+  struct sigaction action {};
+  action.sa_handler = on_sigprof;
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGPROF, &action, nullptr);
+  itimerval timer{{0, 200}, {0, 200}};
+  setitimer(ITIMER_PROF, &timer, nullptr);
+}
+
+// Names for return addresses: addr2line reads the symbol tables (functions in anonymous
+// namespaces included, which dladdr does not see), dladdr's name where it cannot.
+std::map<void*, std::string> symbolize(const std::set<void*>& addresses) {
+  std::map<void*, std::string> out;
+  std::map<std::string, std::vector<std::pair<void*, std::uintptr_t>>> by_file;
+  for (void* a : addresses) {
+    Dl_info info{};
+    if (dladdr(a, &info) == 0 || info.dli_fname == nullptr) {
+      out[a] = std::string(1, '?');
+      continue;
+    }
+    const auto offset =
+        reinterpret_cast<std::uintptr_t>(a) - reinterpret_cast<std::uintptr_t>(info.dli_fbase) - 1;
+    by_file[info.dli_fname].push_back({a, offset});
+    std::string fallback = std::string("[") + info.dli_fname + "]";
+    if (info.dli_sname) {
+      int status = 0;
+      char* name = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+      fallback = status == 0 && name ? name : info.dli_sname;
+      std::free(name);
+    }
+    out[a] = fallback;
+  }
+  for (const auto& [file, list] : by_file) {
+    for (std::size_t from = 0; from < list.size(); from += 256) {
+      const std::size_t to = std::min(list.size(), from + 256);
+      std::string command = "addr2line -f -C -e '" + file + "'";
+      char hex[32];
+      for (std::size_t i = from; i < to; ++i) {
+        std::snprintf(hex, sizeof hex, " %#zx", static_cast<std::size_t>(list[i].second));
+        command += hex;
+      }
+      FILE* pipe = popen(command.c_str(), "r");
+      if (!pipe) continue;
+      char line[4096];
+      for (std::size_t i = from; i < to; ++i) {
+        if (!std::fgets(line, sizeof line, pipe)) break;
+        std::string name(line);
+        while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+        if (!std::fgets(line, sizeof line, pipe)) break;  // file:line
+        if (name != "??" && !name.empty()) out[list[i].first] = name;
+      }
+      pclose(pipe);
+    }
+  }
+  for (auto& [a, name] : out)
+    if (name.size() > 110) {
+      name.resize(110);
+      name.append("...");
+    }
+  return out;
+}
+
+// The functions the samples were taken in: self (the innermost named frame) and inclusive
+// (anywhere on the stack, once a sample).
+void print_host_samples(double steps) {
+  itimerval off{};
+  setitimer(ITIMER_PROF, &off, nullptr);
+  const std::size_t n = std::min(g_sample_count.load(), g_samples.size());
+  std::map<std::string, std::size_t> self, inclusive;
+  std::set<void*> addresses;
+  for (std::size_t i = 0; i < n; ++i)
+    for (int f = 2; f < g_samples[i].depth; ++f) addresses.insert(g_samples[i].frames[f]);
+  const std::map<void*, std::string> names = symbolize(addresses);
+  auto name_of = [&](void* a) -> const std::string& { return names.at(a); };
+  for (std::size_t i = 0; i < n; ++i) {
+    const Sample& s = g_samples[i];
+    std::set<std::string> seen;
+    // Frames 0-1 are the handler and the signal trampoline.
+    for (int f = 2; f < s.depth; ++f) {
+      const std::string& name = name_of(s.frames[f]);
+      if (f == 2) ++self[name];
+      if (seen.insert(name).second) ++inclusive[name];
+    }
+  }
+  auto print = [&](const char* title, const std::map<std::string, std::size_t>& counts,
+                   std::size_t rows) {
+    std::vector<std::pair<std::string, std::size_t>> top(counts.begin(), counts.end());
+    std::sort(top.begin(), top.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::printf("\n| host, %s (%zu samples of 200 µs CPU) | share | µs per step |\n|---|---|---|\n",
+                title, n);
+    for (std::size_t i = 0; i < std::min(rows, top.size()); ++i)
+      std::printf("| %s | %.1f %% | %.0f |\n", top[i].first.c_str(), 100.0 * top[i].second / n,
+                  200.0 * top[i].second / steps);
+  };
+  print("self", self, 30);
+  print("inclusive", inclusive, 60);
 }
 
 const char* arg(int argc, char** argv, const char* name, const char* fallback) {
@@ -126,6 +262,7 @@ int main(int argc, char** argv) {
   const std::int64_t steps = std::atoll(arg(argc, argv, "--steps", "60"));
   const std::int64_t skip = std::atoll(arg(argc, argv, "--skip", "20"));
   const std::string graph = arg(argc, argv, "--cuda-graph", "on");
+  const bool host_samples = std::strcmp(arg(argc, argv, "--host-samples", "off"), "on") == 0;
   if (steps <= skip || skip < 1) {
     std::fprintf(stderr, "bench_train_profile: need --steps > --skip >= 1\n");
     return 2;
@@ -149,6 +286,11 @@ int main(int argc, char** argv) {
     std::uint64_t now = 0;
     cuptiGetTimestamp(&now);
     marks.push_back(now);
+    if (host_samples && static_cast<std::int64_t>(marks.size()) == skip) {
+      start_sampler();
+      g_sampling = true;
+    }
+    if (static_cast<std::int64_t>(marks.size()) == steps) g_sampling = false;
   };
   // One epoch of exactly `steps` batches (the trainer's batch is the preset's, 128 for both).
   config.limit = steps * 128;
@@ -186,11 +328,21 @@ int main(int argc, char** argv) {
   }
   std::int64_t waits = 0;
   double wait_ns = 0;
-  for (const auto& [correlation, call] : g_api)
-    if (call.waits && call.start >= from && call.start < to) {
+  std::map<std::string, std::pair<std::int64_t, double>> api_by_name;  // count, ns
+  for (const auto& [correlation, call] : g_api) {
+    if (call.start < from || call.start >= to) continue;
+    if (call.waits) {
       ++waits;
       wait_ns += static_cast<double>(call.end - call.start);
     }
+    const char* name = nullptr;
+    if (call.runtime_cbid == 0 || cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                       call.runtime_cbid, &name) != CUPTI_SUCCESS)
+      name = "(driver call)";
+    auto& e = api_by_name[name];
+    ++e.first;
+    e.second += static_cast<double>(call.end - call.start);
+  }
   const double wall_ns = static_cast<double>(to - from);
 
   std::printf("\n%s, %s, cuda: steps %lld..%lld of one epoch (per step)\n", model.c_str(),
@@ -210,6 +362,18 @@ int main(int argc, char** argv) {
                 result.cuda_graph.nodes);
   else
     std::printf("| CUDA graph | not used: %s |\n", result.cuda_graph.note.c_str());
+
+  if (host_samples) {
+    std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> api(api_by_name.begin(),
+                                                                             api_by_name.end());
+    std::sort(api.begin(), api.end(),
+              [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    std::printf("\n| CUDA calls by name | per step | host µs per step |\n|---|---|---|\n");
+    for (std::size_t i = 0; i < std::min<std::size_t>(15, api.size()); ++i)
+      std::printf("| %s | %.1f | %.1f |\n", api[i].first.c_str(), api[i].second.first / n,
+                  api[i].second.second / n / 1e3);
+    print_host_samples(n);
+  }
 
   std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> top(by_name.begin(),
                                                                            by_name.end());

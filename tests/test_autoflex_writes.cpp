@@ -6,6 +6,7 @@
 // statistics computed here. With --device=cuda the same sequences must store the same bits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -183,6 +184,43 @@ TEST(AutoflexWrites, AWriteThatReadsItsOutputKeepsTheOldValues) {
   assign(y, Expr(y) + 1.0, kAutoflex);  // at iwl 3: 2.0 (rescaled, RNE) + 1
   EXPECT_EQ(y.iwl(), 3);
   EXPECT_EQ(read1(y), 3.0);
+}
+
+// Steady state, where the predicted iwl is the output's own: y = 0.5·y + 0.25·reversed(y) reads
+// other elements of y than the one it writes, so it must read them as they were before the
+// write (no snapshot is needed for the exponent, but one still is for the overlap), and at an
+// exponent change both the overlap and the new scale are honoured.
+TEST(AutoflexWrites, InPlaceUpdatesReadingOtherElementsOfTheOutput) {
+  // Long enough that no backend evaluates it in one piece; dyadic values in (-1, 1).
+  const std::int64_t n = 20000;
+  std::vector<float> start(static_cast<std::size_t>(n));
+  std::mt19937 rng(7);
+  for (float& v : start) v = static_cast<float>(static_cast<int>(rng() % 127) - 63) / 64.0f;
+  Array y = Array::empty({n}, DType::flex16, dev());
+  assign(y, Expr(Array::from_floats(start, {n}, DType::f32, dev())), kAutoflex);
+  std::vector<double> want(start.begin(), start.end());
+  for (double& v : want) v = std::ldexp(std::nearbyint(std::ldexp(v, 15 - y.iwl())), y.iwl() - 15);
+  int unchanged = 0, changed = 0;
+  for (int step = 0; step < 6; ++step) {
+    const int iwl_before = y.iwl();
+    const double scale = step == 4 ? 8.0 : 1.0;  // step 4 overflows: the range moves
+    assign(y, scale * (0.5 * Expr(y) + 0.25 * Expr(y.index("::-1"))), kAutoflex);
+    std::vector<double> next(want.size());
+    const int iwl = y.iwl();
+    const double top = std::ldexp(32767.0, iwl - 15);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const double v = scale * (0.5 * want[i] + 0.25 * want[want.size() - 1 - i]);
+      const double m = std::nearbyint(std::ldexp(v, 15 - iwl));  // ties: the values avoid them
+      next[i] = std::clamp(std::ldexp(m, iwl - 15), -top, top);
+    }
+    want = next;
+    ++(iwl == iwl_before ? unchanged : changed);
+    const std::vector<float> got = y.to_floats();
+    for (std::size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(static_cast<double>(got[i]), want[i]) << "step " << step << ", element " << i;
+  }
+  EXPECT_GE(unchanged, 2);  // both paths were taken
+  EXPECT_GE(changed, 1);
 }
 
 TEST(AutoflexWrites, APartialWriteLeavesTheRestOfTheStorage) {

@@ -98,7 +98,8 @@ void deallocate(int, void*) noexcept {}
 void copy(int, const StridedDst&, const StridedSrc&, std::size_t) {
   unavailable("copy");
 }
-Flex16Stats flex16_copy(int, const StridedDst&, const StridedSrc&, int, int) {
+std::shared_ptr<::flexkit::detail::PendingFlex16Stats> flex16_copy(int, const StridedDst&,
+                                                                   const StridedSrc&, int, int) {
   unavailable("flex16 copy");
 }
 void fill(int, const StridedDst&, std::uint64_t, std::size_t) {

@@ -143,11 +143,14 @@ void Array::assign(const Array& source) {
   }
   const Device dev = device();
   if (dtype_ == DType::flex16) {
-    Flex16Stats stats =
-        dev.is_cpu()
-            ? backend::cpu::flex16_copy(dst_of(*this), src_of(src), src.iwl(), iwl())
-            : backend::cuda::flex16_copy(dev.index, dst_of(*this), src_of(src), src.iwl(), iwl());
-    storage_->set_stats(stats);
+    if (dev.is_cpu()) {
+      storage_->set_stats(backend::cpu::flex16_copy(dst_of(*this), src_of(src), src.iwl(), iwl()));
+    } else if (auto pending = backend::cuda::flex16_copy(dev.index, dst_of(*this), src_of(src),
+                                                         src.iwl(), iwl())) {
+      storage_->set_pending_stats(std::move(pending));
+    } else {
+      storage_->set_stats({});
+    }
   } else if (dev.is_cpu()) {
     backend::cpu::copy(dst_of(*this), src_of(src), itemsize(dtype_));
   } else {

@@ -5,10 +5,15 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "flexkit/device.hpp"
 #include "flexkit/flex16.hpp"
 #include "flexkit/portable/strided_layout.hpp"
+
+namespace flexkit::detail {
+class PendingFlex16Stats;  // core/storage.hpp
+}
 
 namespace flexkit::backend {
 
@@ -32,10 +37,13 @@ void fill(const StridedDst& dst, std::uint64_t pattern, std::size_t elem_size);
 }  // namespace cpu
 
 namespace cuda {
-// All enqueue on the current stream of `device`; flex16_copy waits for its statistics.
+// All enqueue on the current stream of `device`. flex16_copy returns its write's statistics
+// pending (null for an empty copy): the host does not wait for the copy.
 void copy(int device, const StridedDst& dst, const StridedSrc& src, std::size_t elem_size);
-Flex16Stats flex16_copy(int device, const StridedDst& dst, const StridedSrc& src, int src_iwl,
-                        int dst_iwl);
+std::shared_ptr<::flexkit::detail::PendingFlex16Stats> flex16_copy(int device,
+                                                                   const StridedDst& dst,
+                                                                   const StridedSrc& src,
+                                                                   int src_iwl, int dst_iwl);
 void fill(int device, const StridedDst& dst, std::uint64_t pattern, std::size_t elem_size);
 // Contiguous bytes between any two places (cpu or cuda); returns when the host side is safe.
 void memcpy_bytes(Device dst_device, void* dst, Device src_device, const void* src,

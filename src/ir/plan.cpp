@@ -96,9 +96,11 @@ class Planner {
       final_stage.stochastic_seed = options_.seed;
     protect_from_aliasing(final_stage);
     plan_.stages.push_back(std::move(final_stage));
-    // A flex16 output whose exponent will change (exact policy, or an explicit iwl) changes how
-    // its own mantissas read: every stage must read such an operand from a snapshot.
-    if (out_.dtype() == DType::flex16 && (options_.iwl_policy == IwlPolicy::exact || options_.iwl))
+    // A flex16 output whose exponent will change (exact policy, or an explicit iwl other than
+    // its own) changes how its own mantissas read: every stage must read such an operand from a
+    // snapshot. At its own iwl (an Autoflex write in steady state) nothing changes.
+    if (out_.dtype() == DType::flex16 &&
+        (options_.iwl_policy == IwlPolicy::exact || (options_.iwl && *options_.iwl != out_.iwl())))
       for (Stage& stage : plan_.stages)
         for (Array& operand : stage.body.operands)
           if (operand.shares_storage(out_))

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/graph_capture.hpp"
+#include "backend/cuda/pending_expr_stats.hpp"
 #include "core/device_memory.hpp"
 #include "core/strided_ops.hpp"
 #include "flexkit/cuda.hpp"
@@ -60,10 +61,14 @@ __global__ void dense_fill_kernel(uint4* out, uint4 value, int64_t vectors) {
     out[i] = value;
 }
 
+// codegen::ExprStats's layout, so that pending_expr_stats brings it back.
 struct DeviceFlex16Stats {
   int max_abs_m;
+  int reserved;
   unsigned long long saturated;
+  unsigned long long nan_count;
 };
+static_assert(sizeof(DeviceFlex16Stats) == 24);
 
 template <class Index>
 __global__ void flex16_copy_kernel(StridedLayout dst, int16_t* out, StridedLayout src,
@@ -238,19 +243,21 @@ void fill(int device, const StridedDst& dst, std::uint64_t pattern, std::size_t 
   }
 }
 
-Flex16Stats flex16_copy(int device, const StridedDst& dst_in, const StridedSrc& src_in, int src_iwl,
-                        int dst_iwl) {
+std::shared_ptr<::flexkit::detail::PendingFlex16Stats> flex16_copy(int device,
+                                                                   const StridedDst& dst_in,
+                                                                   const StridedSrc& src_in,
+                                                                   int src_iwl, int dst_iwl) {
   StridedLayout layouts[2] = {dst_in.layout, src_in.layout};
   portable::coalesce_layouts(layouts, 2);
   const StridedLayout& dst = layouts[0];
   const StridedLayout& src = layouts[1];
   int64_t n = element_count(dst);
-  if (n == 0) return {};
+  if (n == 0) return nullptr;
   refuse_in_capture(device, "a flex16 copy (its statistics go to the host)");
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
+  // Stream order keeps the record valid until the statistics' copy has read it.
   auto* stats = static_cast<DeviceFlex16Stats*>(allocate(device, sizeof(DeviceFlex16Stats)));
-  DeviceFlex16Stats host{};
   try {
     FLEXKIT_CUDA_CHECK(cudaMemsetAsync(stats, 0, sizeof(DeviceFlex16Stats), stream));
     auto* out = static_cast<int16_t*>(dst_in.base);
@@ -262,17 +269,13 @@ Flex16Stats flex16_copy(int device, const StridedDst& dst_in, const StridedSrc& 
       flex16_copy_kernel<int64_t>
           <<<grid_for(n), kThreads, 0, stream>>>(dst, out, src, in, n, src_iwl, dst_iwl, stats);
     FLEXKIT_CUDA_CHECK_LAUNCH("flex16_copy_kernel");
-    FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDeviceToHost, stream));
-    FLEXKIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    auto pending = pending_expr_stats(device, stream, stats, 1).front();
+    deallocate(device, stats);
+    return pending;
   } catch (...) {
     deallocate(device, stats);
     throw;
   }
-  deallocate(device, stats);
-  Flex16Stats out{};
-  out.max_abs_m = host.max_abs_m;
-  out.saturated = host.saturated;
-  return out;
 }
 
 void memcpy_bytes(Device dst_device, void* dst, Device src_device, const void* src,
