@@ -4,11 +4,12 @@
 // GPU's kernel time, and the kernels that take the most of it.
 //
 //   bench_train_profile [--model csnn] [--precision f32|flex16] [--steps 60] [--skip 20]
-//                       [--cuda-graph on|off] [--host-samples on|off]
+//                       [--cuda-graph on|off] [--host-samples on|off] [--trace on|off]
 //
-// --host-samples on also samples the host's stack every 200 µs of its CPU time during the measured
-// steps (SIGPROF) and prints the functions the host spends its time in, with the CUDA calls'
-// share by name: there is no perf on the GPU machine.
+// --host-samples on also samples the stack of the thread running the steps every 100 µs of wall
+// time during the measured steps and prints the functions it spends its time in (waits
+// included), with the CUDA calls' share by name: there is no perf on the GPU machine.
+// --trace off leaves CUPTI's trace out (it slows every CUDA call): the wall time and the samples.
 //
 // Each kernel, copy and memset is placed in the step whose host code issued it (CUPTI's
 // correlation of GPU activity with the API call), so a step's counts do not depend on how far
@@ -17,7 +18,9 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
-#include <sys/time.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 #include <csignal>
 
 #include <algorithm>
@@ -28,6 +31,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -127,7 +131,7 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
   std::free(buffer);
 }
 
-// The host sampler: SIGPROF every 200 µs of process CPU time stores the stack's return
+// The host sampler: SIGPROF every 100 µs of wall time stores the stack's return
 // addresses into a preallocated buffer (nothing allocates in the handler).
 constexpr int kFrames = 48;
 constexpr std::size_t kMaxSamples = 200000;
@@ -138,6 +142,8 @@ struct Sample {
 std::vector<Sample> g_samples(0);
 std::atomic<std::size_t> g_sample_count{0};
 std::atomic<bool> g_sampling{false};
+constexpr long kSampleNs = 100000;  // 100 µs of wall time
+std::optional<timer_t> g_timer;
 
 void on_sigprof(int) {
   if (!g_sampling.load(std::memory_order_relaxed)) return;
@@ -146,6 +152,8 @@ void on_sigprof(int) {
   g_samples[i].depth = backtrace(g_samples[i].frames, kFrames);
 }
 
+// A monotonic-clock timer signalling the thread that runs the steps: high resolution, unlike
+// the process CPU-time timer (which ticks at the kernel's HZ).
 void start_sampler() {
   g_samples.resize(kMaxSamples);
   void* warm[4];
@@ -154,8 +162,24 @@ void start_sampler() {
   action.sa_handler = on_sigprof;
   action.sa_flags = SA_RESTART;
   sigaction(SIGPROF, &action, nullptr);
-  itimerval timer{{0, 200}, {0, 200}};
-  setitimer(ITIMER_PROF, &timer, nullptr);
+  sigevent event{};
+  event.sigev_notify = SIGEV_THREAD_ID;
+  event.sigev_signo = SIGPROF;
+  event._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));  // sigev_notify_thread_id
+  timer_t timer;
+  if (timer_create(CLOCK_MONOTONIC, &event, &timer) != 0) {
+    std::perror("bench_train_profile: timer_create");
+    return;
+  }
+  const itimerspec every{{0, kSampleNs}, {0, kSampleNs}};
+  timer_settime(timer, 0, &every, nullptr);
+  g_timer = timer;
+}
+
+void stop_sampler() {
+  g_sampling = false;
+  if (g_timer) timer_delete(*g_timer);
+  g_timer.reset();
 }
 
 // Names for return addresses: addr2line reads the symbol tables (functions in anonymous
@@ -214,8 +238,7 @@ std::map<void*, std::string> symbolize(const std::set<void*>& addresses) {
 // The functions the samples were taken in: self (the innermost named frame) and inclusive
 // (anywhere on the stack, once a sample).
 void print_host_samples(double steps) {
-  itimerval off{};
-  setitimer(ITIMER_PROF, &off, nullptr);
+  stop_sampler();
   const std::size_t n = std::min(g_sample_count.load(), g_samples.size());
   std::map<std::string, std::size_t> self, inclusive;
   std::set<void*> addresses;
@@ -238,11 +261,12 @@ void print_host_samples(double steps) {
     std::vector<std::pair<std::string, std::size_t>> top(counts.begin(), counts.end());
     std::sort(top.begin(), top.end(),
               [](const auto& a, const auto& b) { return a.second > b.second; });
-    std::printf("\n| host, %s (%zu samples of 200 µs CPU) | share | µs per step |\n|---|---|---|\n",
-                title, n);
+    std::printf(
+        "\n| host, %s (%zu samples, one per 100 µs) | share | µs per step |\n|---|---|---|\n",
+        title, n);
     for (std::size_t i = 0; i < std::min(rows, top.size()); ++i)
       std::printf("| %s | %.1f %% | %.0f |\n", top[i].first.c_str(), 100.0 * top[i].second / n,
-                  200.0 * top[i].second / steps);
+                  100.0 * top[i].second / steps);
   };
   print("self", self, 30);
   print("inclusive", inclusive, 60);
@@ -263,16 +287,19 @@ int main(int argc, char** argv) {
   const std::int64_t skip = std::atoll(arg(argc, argv, "--skip", "20"));
   const std::string graph = arg(argc, argv, "--cuda-graph", "on");
   const bool host_samples = std::strcmp(arg(argc, argv, "--host-samples", "off"), "on") == 0;
+  const bool trace = std::strcmp(arg(argc, argv, "--trace", "on"), "on") == 0;
   if (steps <= skip || skip < 1) {
     std::fprintf(stderr, "bench_train_profile: need --steps > --skip >= 1\n");
     return 2;
   }
 
-  CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-  for (CUpti_ActivityKind kind :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER})
-    CUPTI_CHECK(cuptiActivityEnable(kind));
+  if (trace) {
+    CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    for (CUpti_ActivityKind kind :
+         {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+          CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER})
+      CUPTI_CHECK(cuptiActivityEnable(kind));
+  }
 
   std::vector<std::uint64_t> marks;  // host timestamps: marks[i] ends global step i + 1
   nn::TrainConfig config;
@@ -290,12 +317,12 @@ int main(int argc, char** argv) {
       start_sampler();
       g_sampling = true;
     }
-    if (static_cast<std::int64_t>(marks.size()) == steps) g_sampling = false;
+    if (static_cast<std::int64_t>(marks.size()) == steps) stop_sampler();
   };
   // One epoch of exactly `steps` batches (the trainer's batch is the preset's, 128 for both).
   config.limit = steps * 128;
   const nn::TrainResult result = nn::train(config);
-  CUPTI_CHECK(cuptiActivityFlushAll(1));
+  if (trace) CUPTI_CHECK(cuptiActivityFlushAll(1));
 
   if (static_cast<std::int64_t>(marks.size()) < steps) {
     std::fprintf(stderr, "bench_train_profile: %zu steps ran, expected %lld\n", marks.size(),
@@ -304,6 +331,13 @@ int main(int argc, char** argv) {
   }
   const std::uint64_t from = marks[skip - 1], to = marks[steps - 1];
   const double n = static_cast<double>(steps - skip);
+  if (!trace) {  // the host undisturbed by the trace: the wall time and the samples only
+    std::printf("\n%s, %s, cuda, untraced: steps %lld..%lld, wall %.3f ms a step\n", model.c_str(),
+                precision.c_str(), static_cast<long long>(skip + 1), static_cast<long long>(steps),
+                static_cast<double>(to - from) / n / 1e6);
+    if (host_samples) print_host_samples(n);
+    return 0;
+  }
   auto in_window = [&](std::uint32_t correlation) {
     auto it = g_api.find(correlation);
     return it != g_api.end() && it->second.start >= from && it->second.start < to;
