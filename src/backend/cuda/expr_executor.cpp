@@ -52,11 +52,16 @@ unsigned blocks_of(const codegen::LaunchShape& s, const char* kernel) {
   return static_cast<unsigned>(blocks);
 }
 
-// The write's statistics come back without waiting: the target keeps them pending.
-void read_stats(const Scratch& stats, cudaStream_t stream, const Array& target) {
+// A flex16 write's statistics record (none for other targets).
+std::optional<ExprStatsRecords> stats_record(const Array& target) {
+  if (target.dtype() != DType::flex16) return std::nullopt;
   refuse_in_capture(target.device().index, "a flex16 write (its statistics go to the host)");
-  ArrayAccess::storage(target).set_pending_stats(
-      pending_expr_stats(target.device().index, stream, stats.get(), 1).front());
+  return std::optional<ExprStatsRecords>(std::in_place, target.device().index, 1);
+}
+
+// The write's statistics come back without waiting: the target keeps them pending.
+void read_stats(ExprStatsRecords& stats, cudaStream_t stream, const Array& target) {
+  ArrayAccess::storage(target).set_pending_stats(stats.publish(stream).front());
 }
 
 }  // namespace
@@ -101,10 +106,9 @@ void run_stage(const ir::Stage& stage) {
   Scratch partials(device, launch.partials > 0 ? static_cast<std::size_t>(launch.partials) *
                                                      codegen::partial_bytes(*kernel.reduce)
                                                : 0);
-  Scratch stats(device, flex ? sizeof(codegen::ExprStats) : 0);
-  if (flex) FLEXKIT_CUDA_CHECK(cudaMemsetAsync(stats.get(), 0, sizeof(codegen::ExprStats), stream));
+  std::optional<ExprStatsRecords> stats = stats_record(target);
   void* partial_ptr = partials.get();
-  void* stats_ptr = stats.get();
+  void* stats_ptr = stats ? stats->records() : nullptr;
 
   // Parameters in the order of the generated signature: t, operands (or their buffer and the
   // scalars' buffer), [scalars], args, partials, stats.
@@ -132,7 +136,7 @@ void run_stage(const ir::Stage& stage) {
     FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_expr_combine");
   }
 
-  if (flex) read_stats(stats, stream, target);
+  if (stats) read_stats(*stats, stream, target);
 }
 
 bool run_row_fused(const ir::Plan& plan) {
@@ -155,10 +159,8 @@ bool run_row_fused(const ir::Plan& plan) {
       device, kernel->key, [&] { return codegen::generate_row_fused_source(*kernel, plan); });
   codegen::RowFusedLaunch launch = codegen::plan_row_fused_launch(*kernel);
   auto stream = static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
-  const bool flex = out.dtype() == DType::flex16;
-  Scratch stats(device, flex ? sizeof(codegen::ExprStats) : 0);
-  if (flex) FLEXKIT_CUDA_CHECK(cudaMemsetAsync(stats.get(), 0, sizeof(codegen::ExprStats), stream));
-  void* stats_ptr = stats.get();
+  std::optional<ExprStatsRecords> stats = stats_record(out);
+  void* stats_ptr = stats ? stats->records() : nullptr;
 
   // Parameters in the order of the generated signature: operands, targets, [scalars], args,
   // stats.
@@ -171,7 +173,7 @@ bool run_row_fused(const ir::Plan& plan) {
   module->launch(codegen::kRowFusedKernel, blocks_of(launch.shape, codegen::kRowFusedKernel),
                  launch.shape.block_x * launch.shape.block_y, params.data());
   FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_row_fused");
-  if (flex) read_stats(stats, stream, out);
+  if (stats) read_stats(*stats, stream, out);
   return true;
 }
 

@@ -5,8 +5,10 @@
 #include <stdexcept>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/stats_publish.hpp"
 #include "codegen/cuda_expr_source.hpp"
 #include "codegen/cuda_step_kernel_source.hpp"
+#include "flexkit/cuda.hpp"
 
 namespace flexkit::backend::cuda {
 namespace {
@@ -15,13 +17,18 @@ using codegen::ExprStats;
 
 // Room for every flex16 output one launch can have.
 constexpr std::size_t kBatchRecords = codegen::kStepMaxSlots;
+static_assert(kBatchRecords <= 32, "the publish kernel takes a record a thread, in one warp");
+static_assert(sizeof(ExprStats) == 24, "the publish kernel copies three 8-byte words a record");
 
-// One launch's records on the host: pinned memory the copy lands in and the event behind it.
-// Reused from launch to launch (pinned allocations and events cost far more than a small
-// kernel); handed out again only once its event has completed.
+// One launch's records: device records (zero whenever the batch is free), the mapped pinned host
+// memory the publish writes into, and the event behind the publish. Reused from launch to launch
+// (pinned allocations and events cost far more than a small kernel); handed out again only once
+// its event has completed.
 struct Batch {
-  ExprStats* host = nullptr;
-  cudaEvent_t copied = nullptr;
+  ExprStats* records = nullptr;         // device memory
+  ExprStats* host = nullptr;            // pinned, mapped
+  ExprStats* host_on_device = nullptr;  // its address on the device
+  cudaEvent_t published = nullptr;
 };
 
 class BatchPool {
@@ -31,7 +38,7 @@ class BatchPool {
       std::lock_guard<std::mutex> lock(mutex_);
       std::vector<Batch>& free = free_[device];
       for (std::size_t i = 0; i < free.size(); ++i) {
-        const cudaError_t status = cudaEventQuery(free[i].copied);
+        const cudaError_t status = cudaEventQuery(free[i].published);
         if (status == cudaErrorNotReady) continue;
         FLEXKIT_CUDA_CHECK(status);
         const Batch batch = free[i];
@@ -55,14 +62,27 @@ class BatchPool {
   static Batch make(int device) {
     DeviceGuard guard(device);
     Batch batch;
-    void* host = nullptr;
-    FLEXKIT_CUDA_CHECK(
-        cudaHostAlloc(&host, sizeof(ExprStats) * kBatchRecords, cudaHostAllocPortable));
-    batch.host = static_cast<ExprStats*>(host);
-    const cudaError_t status = cudaEventCreateWithFlags(&batch.copied, cudaEventDisableTiming);
-    if (status != cudaSuccess) {
-      cudaFreeHost(host);
-      FLEXKIT_CUDA_CHECK(status);
+    auto undo = [&] {  // in reverse order, if a later step fails
+      if (batch.published) cudaEventDestroy(batch.published);
+      if (batch.records) cudaFree(batch.records);
+      if (batch.host) cudaFreeHost(batch.host);
+    };
+    try {
+      constexpr std::size_t bytes = sizeof(ExprStats) * kBatchRecords;
+      void* host = nullptr;
+      FLEXKIT_CUDA_CHECK(cudaHostAlloc(&host, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+      batch.host = static_cast<ExprStats*>(host);
+      void* mapped = nullptr;
+      FLEXKIT_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
+      batch.host_on_device = static_cast<ExprStats*>(mapped);
+      void* records = nullptr;
+      FLEXKIT_CUDA_CHECK(cudaMalloc(&records, bytes));
+      batch.records = static_cast<ExprStats*>(records);
+      FLEXKIT_CUDA_CHECK(cudaMemset(records, 0, bytes));
+      FLEXKIT_CUDA_CHECK(cudaEventCreateWithFlags(&batch.published, cudaEventDisableTiming));
+    } catch (...) {
+      undo();
+      throw;
     }
     return batch;
   }
@@ -76,20 +96,27 @@ BatchPool& pool() {
   return *p;
 }
 
-struct Shared {
+}  // namespace
+
+struct ExprStatsRecords::Shared {
   int device;
   Batch batch;
+  bool reusable = true;  // false: the records may not be zero, the batch is leaked
   Shared(int d, Batch b) : device(d), batch(b) {}
-  ~Shared() { pool().release(device, batch); }
+  ~Shared() {
+    if (reusable) pool().release(device, batch);
+  }
 };
+
+namespace {
 
 class PendingExprStats final : public detail::PendingFlex16Stats {
  public:
-  PendingExprStats(std::shared_ptr<Shared> shared, std::size_t index)
+  PendingExprStats(std::shared_ptr<ExprStatsRecords::Shared> shared, std::size_t index)
       : shared_(std::move(shared)), index_(index) {}
   Flex16Stats wait() override {
-    FLEXKIT_CUDA_CHECK(cudaEventSynchronize(shared_->batch.copied));
-    const ExprStats& r = shared_->batch.host[index_];
+    FLEXKIT_CUDA_CHECK(cudaEventSynchronize(shared_->batch.published));
+    const ExprStats& r = shared_->batch.host[index_];  // written by the publish the event follows
     Flex16Stats s{};
     s.max_abs_m = r.max_abs_m;
     s.saturated = r.saturated;
@@ -98,22 +125,52 @@ class PendingExprStats final : public detail::PendingFlex16Stats {
   }
 
  private:
-  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<ExprStatsRecords::Shared> shared_;
   std::size_t index_;
 };
 
+void queue_publish(const Batch& batch, std::size_t count, cudaStream_t stream) {
+  launch_publish_expr_stats(batch.records, batch.host_on_device, static_cast<int>(count), stream);
+  FLEXKIT_CUDA_CHECK(cudaEventRecord(batch.published, stream));
+}
+
 }  // namespace
 
-std::vector<std::shared_ptr<detail::PendingFlex16Stats>> pending_expr_stats(
-    int device, cudaStream_t stream, const void* device_records, std::size_t count) {
+ExprStatsRecords::ExprStatsRecords(int device, std::size_t count) : count_(count) {
   if (count > kBatchRecords)
-    throw std::logic_error("pending_expr_stats: more records than one launch can have");
-  auto shared = std::make_shared<Shared>(device, pool().acquire(device));
-  FLEXKIT_CUDA_CHECK(cudaMemcpyAsync(shared->batch.host, device_records, sizeof(ExprStats) * count,
-                                     cudaMemcpyDeviceToHost, stream));
-  FLEXKIT_CUDA_CHECK(cudaEventRecord(shared->batch.copied, stream));
+    throw std::logic_error("ExprStatsRecords: more records than one launch can have");
+  shared_ = std::make_shared<Shared>(device, pool().acquire(device));
+}
+
+ExprStatsRecords::~ExprStatsRecords() {
+  if (!shared_) return;
+  // Dropped unpublished (an exception on the way): kernels queued so far may still add to the
+  // records, so the batch goes back only behind a publish that zeroes them; if even that cannot
+  // be queued, it is leaked rather than handed out non-zero.
+  try {
+    DeviceGuard guard(shared_->device);
+    queue_publish(shared_->batch, kBatchRecords,
+                  static_cast<cudaStream_t>(flexkit::cuda::current_stream(shared_->device)));
+  } catch (...) {
+    shared_->reusable = false;
+  }
+}
+
+void* ExprStatsRecords::records() const {
+  return shared_->batch.records;
+}
+
+std::vector<std::shared_ptr<detail::PendingFlex16Stats>> ExprStatsRecords::publish(
+    cudaStream_t stream) {
+  std::shared_ptr<Shared> shared = std::move(shared_);
+  try {
+    queue_publish(shared->batch, count_, stream);
+  } catch (...) {
+    shared->reusable = false;
+    throw;
+  }
   std::vector<std::shared_ptr<detail::PendingFlex16Stats>> out;
-  for (std::size_t i = 0; i < count; ++i)
+  for (std::size_t i = 0; i < count_; ++i)
     out.push_back(std::make_shared<PendingExprStats>(shared, i));
   return out;
 }

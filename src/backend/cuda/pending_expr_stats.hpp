@@ -1,7 +1,10 @@
-// The statistics of generated-kernel flex16 writes (expressions, neuron sequences), brought back
-// without waiting: a copy into pinned host memory is queued behind the kernel and an event marks
-// its arrival. Each output's storage keeps its pending statistics; only a read waits, and by
-// then (an Autoflex manager reads them at the tensor's next write) the copy has long arrived.
+// The statistics of generated-kernel flex16 writes (expressions, neuron sequences, flex16 copies),
+// brought back without waiting. The kernels accumulate into pooled device records that read zero
+// whenever they are free; a publish kernel queued behind them writes the records into mapped
+// pinned host memory and sets them back to zero, and an event marks its arrival. So a write
+// needs no memset before it and no copy after it. Each output's storage keeps its pending
+// statistics; only a read waits, and by then (an Autoflex manager reads them at the tensor's next
+// write) the publish has long arrived.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -13,10 +16,24 @@
 
 namespace flexkit::backend::cuda {
 
-// Queues the copy of `count` codegen::ExprStats records at `device_records` (device memory that
-// stream order keeps valid until the copy ran) behind the work on `stream`, and returns one
-// pending statistics per record.
-std::vector<std::shared_ptr<detail::PendingFlex16Stats>> pending_expr_stats(
-    int device, cudaStream_t stream, const void* device_records, std::size_t count);
+class ExprStatsRecords {
+ public:
+  // `count` zeroed codegen::ExprStats records on `device` (at most codegen::kStepMaxSlots).
+  ExprStatsRecords(int device, std::size_t count);
+  ~ExprStatsRecords();
+  ExprStatsRecords(const ExprStatsRecords&) = delete;
+  ExprStatsRecords& operator=(const ExprStatsRecords&) = delete;
+
+  void* records() const;  // device memory, `count` records
+
+  // Queues the publish behind the work on `stream`; one pending statistics per record.
+  std::vector<std::shared_ptr<detail::PendingFlex16Stats>> publish(cudaStream_t stream);
+
+  struct Shared;  // the pooled batch (pending_expr_stats.cpp)
+
+ private:
+  std::shared_ptr<Shared> shared_;  // null once published
+  std::size_t count_;
+};
 
 }  // namespace flexkit::backend::cuda

@@ -11,7 +11,26 @@ __global__ void publish_stats_kernel(portable::GemmStats* record, portable::Gemm
   publish_record(record, host, arrivals);
 }
 
+// One thread a record (codegen::ExprStats: three 8-byte words), copied to the host and zeroed.
+__global__ void publish_expr_stats_kernel(unsigned long long* records, unsigned long long* host,
+                                          int count) {
+  const int i = threadIdx.x;
+  if (i < count) {
+    for (int w = 0; w < 3; ++w) {
+      host[3 * i + w] = __ldcg(&records[3 * i + w]);
+      records[3 * i + w] = 0;
+    }
+  }
+  __threadfence_system();
+}
+
 }  // namespace
+
+void launch_publish_expr_stats(void* records, void* host, int count, cudaStream_t stream) {
+  publish_expr_stats_kernel<<<1, 32, 0, stream>>>(static_cast<unsigned long long*>(records),
+                                                  static_cast<unsigned long long*>(host), count);
+  FLEXKIT_CUDA_CHECK_LAUNCH("publish_expr_stats_kernel");
+}
 
 void launch_publish_stats(portable::GemmStats* record, portable::GemmStats* host,
                           uint32_t* arrivals, cudaStream_t stream) {

@@ -1,4 +1,4 @@
-// Bringing an exact product's statistics record to the host without a copy: a one-thread kernel
+// Bringing a statistics record to the host without a copy: a one-thread kernel
 // queued behind the product writes the device record into mapped pinned host memory and sets it
 // back to the identity, ready for the record's next use.
 #pragma once
@@ -14,5 +14,9 @@ namespace flexkit::backend::cuda {
 // `arrivals` the record's in-kernel publication counter (set back to 0 as well), or null.
 void launch_publish_stats(portable::GemmStats* record, portable::GemmStats* host,
                           uint32_t* arrivals, cudaStream_t stream);
+
+// The same for `count` (at most 32) generated-kernel records (codegen::ExprStats, 24 bytes each):
+// copied into mapped pinned host memory at `host` (its device address) and set back to zero.
+void launch_publish_expr_stats(void* records, void* host, int count, cudaStream_t stream);
 
 }  // namespace flexkit::backend::cuda

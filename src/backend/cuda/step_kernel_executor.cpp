@@ -7,9 +7,11 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/graph_capture.hpp"
 #include "backend/cuda/kernel_cache.hpp"
 #include "backend/cuda/launch_support.hpp"
 #include "backend/cuda/pending_expr_stats.hpp"
@@ -29,7 +31,6 @@ using backend::cuda::DeviceGuard;
 using backend::cuda::KernelCache;
 using backend::cuda::multiprocessors;
 using backend::cuda::RtcModule;
-using backend::cuda::Scratch;
 using codegen::ExprStats;
 using codegen::kStepMaxBlock;
 using codegen::StepKernelArgs;
@@ -117,12 +118,13 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   for (std::size_t q = 0; q < kernel.params.size(); ++q)
     args.params[q] = static_cast<const float*>(launch.params[q].data());
 
-  const std::size_t stats_bytes = sizeof(ExprStats) * flex_outputs.size();
-  Scratch stats(device, stats_bytes);
-  if (stats_bytes) {
-    FLEXKIT_CUDA_CHECK(cudaMemsetAsync(stats.get(), 0, stats_bytes, stream));
+  std::optional<backend::cuda::ExprStatsRecords> stats;
+  if (!flex_outputs.empty()) {
+    backend::cuda::refuse_in_capture(device,
+                                     "a flex16 neuron output (its statistics go to the host)");
+    stats.emplace(device, flex_outputs.size());
     for (std::size_t f = 0; f < flex_outputs.size(); ++f)
-      args.seq_out_stats[flex_outputs[f]] = static_cast<ExprStats*>(stats.get()) + f;
+      args.seq_out_stats[flex_outputs[f]] = static_cast<ExprStats*>(stats->records()) + f;
   }
 
   // Four neurons per thread where every sequence can be moved as whole vector words: N and inner
@@ -148,9 +150,8 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
                  static_cast<unsigned>(blocks), block, params);
   FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_step_kernel");
 
-  if (stats_bytes) {  // the statistics come back without waiting: each output keeps its own
-    const auto pending =
-        backend::cuda::pending_expr_stats(device, stream, stats.get(), flex_outputs.size());
+  if (stats) {  // the statistics come back without waiting: each output keeps its own
+    const auto pending = stats->publish(stream);
     for (std::size_t f = 0; f < flex_outputs.size(); ++f)
       ArrayAccess::storage(launch.seq_out[flex_outputs[f]]).set_pending_stats(pending[f]);
   }

@@ -61,7 +61,7 @@ __global__ void dense_fill_kernel(uint4* out, uint4 value, int64_t vectors) {
     out[i] = value;
 }
 
-// codegen::ExprStats's layout, so that pending_expr_stats brings it back.
+// codegen::ExprStats's layout: an ExprStatsRecords record.
 struct DeviceFlex16Stats {
   int max_abs_m;
   int reserved;
@@ -256,26 +256,18 @@ std::shared_ptr<::flexkit::detail::PendingFlex16Stats> flex16_copy(int device,
   refuse_in_capture(device, "a flex16 copy (its statistics go to the host)");
   DeviceGuard guard(device);
   cudaStream_t stream = stream_of(device);
-  // Stream order keeps the record valid until the statistics' copy has read it.
-  auto* stats = static_cast<DeviceFlex16Stats*>(allocate(device, sizeof(DeviceFlex16Stats)));
-  try {
-    FLEXKIT_CUDA_CHECK(cudaMemsetAsync(stats, 0, sizeof(DeviceFlex16Stats), stream));
-    auto* out = static_cast<int16_t*>(dst_in.base);
-    const auto* in = static_cast<const int16_t*>(src_in.base);
-    if (fits_32(n))
-      flex16_copy_kernel<uint32_t><<<grid_for(n), kThreads, 0, stream>>>(
-          dst, out, src, in, uint32_t(n), src_iwl, dst_iwl, stats);
-    else
-      flex16_copy_kernel<int64_t>
-          <<<grid_for(n), kThreads, 0, stream>>>(dst, out, src, in, n, src_iwl, dst_iwl, stats);
-    FLEXKIT_CUDA_CHECK_LAUNCH("flex16_copy_kernel");
-    auto pending = pending_expr_stats(device, stream, stats, 1).front();
-    deallocate(device, stats);
-    return pending;
-  } catch (...) {
-    deallocate(device, stats);
-    throw;
-  }
+  ExprStatsRecords stats(device, 1);
+  auto* record = static_cast<DeviceFlex16Stats*>(stats.records());
+  auto* out = static_cast<int16_t*>(dst_in.base);
+  const auto* in = static_cast<const int16_t*>(src_in.base);
+  if (fits_32(n))
+    flex16_copy_kernel<uint32_t><<<grid_for(n), kThreads, 0, stream>>>(
+        dst, out, src, in, uint32_t(n), src_iwl, dst_iwl, record);
+  else
+    flex16_copy_kernel<int64_t>
+        <<<grid_for(n), kThreads, 0, stream>>>(dst, out, src, in, n, src_iwl, dst_iwl, record);
+  FLEXKIT_CUDA_CHECK_LAUNCH("flex16_copy_kernel");
+  return stats.publish(stream).front();
 }
 
 void memcpy_bytes(Device dst_device, void* dst, Device src_device, const void* src,
