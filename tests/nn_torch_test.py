@@ -447,6 +447,10 @@ def build_cases(rng):
     # Ties: the gradient goes to the first maximum of the window in row-major order, as torch's.
     pool_case(rng, "maxpool", 2, (6, 8), 2, 2, 2, 3, spikes=True)
     pool_case(rng, "maxpool", 2, (7, 9), 3, 2, 2, 2, spikes=True)
+    # Windows that tile the input, 9 taps each (ties in the second).
+    pool_case(rng, "maxpool", 2, (6, 9), 3, 3, 2, 2)
+    pool_case(rng, "maxpool", 3, (9, 6), 3, 3, 1, 3, spikes=True)
+    pool_case(rng, "avgpool", 2, (6, 9), 3, 3, 2, 2)
     pool_case(rng, "avgpool", 3, (6, 8), 2, 2, 2, 3)
     pool_case(rng, "avgpool", 2, (7, 9), 3, 2, 2, 2)
 

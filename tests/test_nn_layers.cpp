@@ -233,6 +233,58 @@ TEST(NnGradients, MaxPool) {
   check_gradients(overlapping, {}, distinct_values({2, 7, 7, 1, 2}, gen), 23);
 }
 
+// flex16 pooling of flex16 activations (the maximum recomputed from the input in the backward):
+// with tiling windows every gradient element is a copy of one of grad_y's or 0 (max) or
+// grad_y / k² (average, k² a power of two here), so the flex16 layer's gradient equals the f32
+// layer's on the same values; overlapping windows' sums are that rounded once.
+Array converted(const Array& a, DType dtype) {
+  Array out = Array::empty(a.shape(), dtype, a.device());
+  assign(out, Expr(a), {.iwl_policy = IwlPolicy::exact});  // flex16: the finest iwl holding a
+  return out;
+}
+
+TEST(NnGradients, Flex16PoolingMatchesF32OnTheSameValues) {
+  std::mt19937_64 gen(24);
+  for (auto [mode, kernel, stride, shape] :
+       {std::tuple{Pool2d::Mode::max, 2, 2, Shape{3, 6, 8, 2, 2}},
+        std::tuple{Pool2d::Mode::max, 3, 3, Shape{2, 6, 9, 1, 3}},
+        std::tuple{Pool2d::Mode::max, 3, 2, Shape{2, 7, 7, 2, 1}},
+        std::tuple{Pool2d::Mode::average, 2, 2, Shape{3, 6, 8, 2, 2}}}) {
+    SCOPED_TRACE(testing::Message() << "kernel " << kernel << " stride " << stride);
+    Pool2d f32_pool(mode, kernel, stride), flex_pool(mode, kernel, stride);
+    f32_pool.to(test::device());
+    flex_pool.to(test::device());
+    flex_pool.set_precision({DType::flex16, false});
+    f32_pool.set_training(true);
+    flex_pool.set_training(true);
+    const Array x_flex = converted(distinct_values(shape, gen), DType::flex16);
+    const Array x = converted(x_flex, DType::f32);
+    const Array y = f32_pool.forward(x);
+    const Array y_flex = flex_pool.forward(x_flex);
+    ASSERT_EQ(y_flex.dtype(), DType::flex16);
+    const Array g_flex = converted(uniform_array(y.shape(), gen), DType::flex16);
+    const Array g = converted(g_flex, DType::f32);
+    const std::vector<float> want = f32_pool.backward(g).to_floats();
+    const Array got = flex_pool.backward(g_flex);
+    ASSERT_EQ(got.dtype(), DType::flex16);
+    ASSERT_EQ(got.shape(), x.shape());
+    // Overlapping windows add up copies: their sum, rounded once at the gradient's iwl.
+    std::vector<float> rounded(want.size());
+    for (std::size_t i = 0; i < want.size(); ++i)
+      rounded[i] = static_cast<float>(
+          std::ldexp(std::nearbyint(std::ldexp(static_cast<double>(want[i]), 15 - got.iwl())),
+                     got.iwl() - 15));
+    EXPECT_EQ(got.to_floats(), rounded);
+    if (stride == kernel) EXPECT_EQ(rounded, want);  // tiled: nothing to round
+    if (mode == Pool2d::Mode::max) {  // one nonzero a window, each a copy of grad_y's
+      double sum_got = 0, sum_g = 0;
+      for (float v : want) sum_got += v;
+      for (float v : g.to_floats()) sum_g += v;
+      EXPECT_NEAR(sum_got, sum_g, 1e-9 * static_cast<double>(want.size()));
+    }
+  }
+}
+
 TEST(NnGradients, Flatten) {
   std::mt19937_64 gen(25);
   Flatten flatten;

@@ -233,10 +233,12 @@ class Pool2d : public Layer {
 
  private:
   Expr max_of_taps(const Array& x4, const Shape& out) const;
+  Array backward_tiled(const Array& g4);
   Mode mode_;
   std::int64_t kernel_, stride_;
   Array input_, output_;
   Shape output_shape_;
+  Array tap_order_;  // (1, 1, k, 1, k, 1): r·k + s, on the device of the last backward
 };
 
 // Per-channel (axis 0) batch normalisation over every other axis: batch statistics in

@@ -74,10 +74,64 @@ Array Pool2d::forward(const Array& x) {
   return y.reshape(with_time_batch(out, a.steps, a.batch));
 }
 
+// Windows that tile the input (stride = kernel, H and W multiples of it): the input gradient in
+// one expression over the input seen as (C, P, k, Q, k, B), a window's taps along the two k
+// axes, written once; tap_order_ tells each element its tap. Other geometries go tap by tap.
+Array Pool2d::backward_tiled(const Array& g4) {
+  const Shape& xs = input_.shape();
+  const Shape& os = output_shape_;
+  const Shape six{xs[0], os[1], kernel_, os[2], kernel_, xs[3]};
+  const Shape window{xs[0], os[1], 1, os[2], 1, xs[3]};
+  const Device device = g4.device();
+  const Array g6 = g4.reshape(window);
+  Expr value(0.0);
+  if (mode_ == Mode::average) {
+    value = Expr(g6) * (1.0 / static_cast<double>(kernel_ * kernel_));
+  } else {
+    // The gradient goes to the first tap holding the maximum, as PyTorch's does.
+    const Array x6 = input_.reshape(six);
+    auto tap6 = [&](std::int64_t u) {
+      const std::int64_t r = u / kernel_, s = u % kernel_;
+      return x6(all, all, slice(r, r + 1), all, slice(s, s + 1), all);
+    };
+    std::optional<Expr> top;
+    if (output_.defined()) {
+      top = Expr(output_.reshape(window));
+    } else {
+      for (std::int64_t u = 0; u < kernel_ * kernel_; ++u)
+        top = top ? maximum(*top, Expr(tap6(u))) : Expr(tap6(u));
+    }
+    if (!tap_order_.defined() || tap_order_.device() != device || tap_order_.dim(2) != kernel_) {
+      std::vector<float> order(static_cast<std::size_t>(kernel_ * kernel_));
+      for (std::size_t u = 0; u < order.size(); ++u) order[u] = static_cast<float>(u);
+      tap_order_ = Array::from_floats(order, {1, 1, kernel_, 1, kernel_, 1}, DType::f32, device);
+    }
+    const Expr order(tap_order_);
+    Expr first = eq(x6, *top);
+    for (std::int64_t u = 0; u + 1 < kernel_ * kernel_; ++u)  // an earlier tap holding it
+      first = first * (Expr(1.0) - eq(tap6(u), *top) * lt(static_cast<double>(u), order));
+    value = where(first, g6, 0.0);
+  }
+  Array grad = flex() ? new_tensor("input gradient", xs, device, TensorClass::gradients)
+                      : Array::empty(xs, DType::f32, device);
+  assign(grad.reshape(six), value, flex() ? writes() : AssignOptions{});
+  return grad;
+}
+
 Array Pool2d::backward(const Array& grad_output) {
   if (!input_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
   const Shape os = output_shape_;
   const Array g4 = grad_output.contiguous().reshape(os);
+  if (stride_ == kernel_ && input_.dim(1) == os[1] * kernel_ && input_.dim(2) == os[2] * kernel_) {
+    const Array grad_x = backward_tiled(g4);
+    Shape in_shape = input_.shape();
+    const std::int64_t merged = in_shape.back();
+    in_shape.pop_back();
+    input_ = Array();
+    output_ = Array();
+    const std::int64_t batch = grad_output.dim(grad_output.rank() - 1);
+    return grad_x.reshape(with_time_batch(in_shape, merged / batch, batch));
+  }
   // Written tap by tap into an f32 scratch, then stored once (a flex16 gradient's manager sees
   // one write per step).
   Array grad_x = Array::zeros(input_.shape(), DType::f32, g4.device());
