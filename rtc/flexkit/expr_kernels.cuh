@@ -32,9 +32,10 @@ struct ExprArgs {
 };
 struct ExprStats {
   int max_abs_m;
-  int reserved;
+  unsigned arrivals;  // blocks that committed, for the in-kernel publication
   unsigned long long saturated;
   unsigned long long nan_count;
+  ExprStats* host;  // mapped pinned memory the last block publishes into (null: none)
 };
 struct ExprArgPartial {
   float value;
@@ -140,7 +141,7 @@ __device__ __forceinline__ StatsLocal warp_stats(StatsLocal s) {
   return s;
 }
 
-// Every thread of the block calls it (block sizes are multiples of 32).
+// Every thread of every block calls it once (block sizes are multiples of 32).
 __device__ __forceinline__ void commit_stats(StatsLocal s, ExprStats* out) {
   __shared__ StatsLocal block_stats[32];
   s = warp_stats(s);
@@ -155,6 +156,21 @@ __device__ __forceinline__ void commit_stats(StatsLocal s, ExprStats* out) {
       if (s.max_abs_m > 0) atomicMax(&out->max_abs_m, s.max_abs_m);
       if (s.saturated) atomicAdd(&out->saturated, s.saturated);
       if (s.nan_count) atomicAdd(&out->nan_count, s.nan_count);
+      // The last block to commit copies the record into the host's mapped memory and sets it
+      // back to zero, so no publish kernel has to follow the write.
+      ExprStats* host = out->host;
+      if (host != nullptr) {
+        __threadfence();
+        const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+        if (atomicAdd(&out->arrivals, 1u) == blocks - 1) {
+          __threadfence();
+          host->max_abs_m = atomicExch(&out->max_abs_m, 0);
+          host->saturated = atomicExch(&out->saturated, 0ull);
+          host->nan_count = atomicExch(&out->nan_count, 0ull);
+          out->arrivals = 0;
+          __threadfence_system();
+        }
+      }
     }
   }
 }

@@ -54,13 +54,17 @@ struct ExprArgs {
   std::uint64_t seed;  // flex16 stochastic rounding (ExprKernel::stochastic)
 };
 
-// A flex16 write's statistics as the kernels accumulate them (one atomic per block).
+// A flex16 write's statistics as the kernels accumulate them (one atomic per block). `host`
+// (mapped pinned memory, its device address) makes the last block to commit publish the record
+// there and zero it (`arrivals` counts the blocks); null leaves that to a publish kernel.
 struct ExprStats {
   std::int32_t max_abs_m;
-  std::int32_t reserved;
+  std::uint32_t arrivals;
   std::uint64_t saturated;
   std::uint64_t nan_count;
+  ExprStats* host;
 };
+static_assert(sizeof(ExprStats) == 32);
 
 // The partial result of argmax/argmin over part of a row; sum/mean partials are doubles and
 // max/min partials floats.

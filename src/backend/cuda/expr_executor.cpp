@@ -61,7 +61,8 @@ std::optional<ExprStatsRecords> stats_record(const Array& target) {
 
 // The write's statistics come back without waiting: the target keeps them pending.
 void read_stats(ExprStatsRecords& stats, cudaStream_t stream, const Array& target) {
-  ArrayAccess::storage(target).set_pending_stats(stats.publish(stream).front());
+  // Every generated kernel that commits statistics publishes them from its last block.
+  ArrayAccess::storage(target).set_pending_stats(stats.publish(stream, true).front());
 }
 
 }  // namespace

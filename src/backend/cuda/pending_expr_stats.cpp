@@ -18,7 +18,7 @@ using codegen::ExprStats;
 // Room for every flex16 output one launch can have.
 constexpr std::size_t kBatchRecords = codegen::kStepMaxSlots;
 static_assert(kBatchRecords <= 32, "the publish kernel takes a record a thread, in one warp");
-static_assert(sizeof(ExprStats) == 24, "the publish kernel copies three 8-byte words a record");
+static_assert(sizeof(ExprStats) == 32, "the publish kernel takes four 8-byte words a record");
 
 // One launch's records: device records (zero whenever the batch is free), the mapped pinned host
 // memory the publish writes into, and the event behind the publish. Reused from launch to launch
@@ -78,7 +78,9 @@ class BatchPool {
       void* records = nullptr;
       FLEXKIT_CUDA_CHECK(cudaMalloc(&records, bytes));
       batch.records = static_cast<ExprStats*>(records);
-      FLEXKIT_CUDA_CHECK(cudaMemset(records, 0, bytes));
+      ExprStats initial[kBatchRecords] = {};  // zero, each naming its place in host memory
+      for (std::size_t i = 0; i < kBatchRecords; ++i) initial[i].host = batch.host_on_device + i;
+      FLEXKIT_CUDA_CHECK(cudaMemcpy(records, initial, bytes, cudaMemcpyHostToDevice));
       FLEXKIT_CUDA_CHECK(cudaEventCreateWithFlags(&batch.published, cudaEventDisableTiming));
     } catch (...) {
       undo();
@@ -129,8 +131,10 @@ class PendingExprStats final : public detail::PendingFlex16Stats {
   std::size_t index_;
 };
 
-void queue_publish(const Batch& batch, std::size_t count, cudaStream_t stream) {
-  launch_publish_expr_stats(batch.records, batch.host_on_device, static_cast<int>(count), stream);
+void queue_publish(const Batch& batch, std::size_t count, bool published_in_kernel,
+                   cudaStream_t stream) {
+  if (!published_in_kernel)
+    launch_publish_expr_stats(batch.records, batch.host_on_device, static_cast<int>(count), stream);
   FLEXKIT_CUDA_CHECK(cudaEventRecord(batch.published, stream));
 }
 
@@ -149,7 +153,7 @@ ExprStatsRecords::~ExprStatsRecords() {
   // be queued, it is leaked rather than handed out non-zero.
   try {
     DeviceGuard guard(shared_->device);
-    queue_publish(shared_->batch, kBatchRecords,
+    queue_publish(shared_->batch, kBatchRecords, false,
                   static_cast<cudaStream_t>(flexkit::cuda::current_stream(shared_->device)));
   } catch (...) {
     shared_->reusable = false;
@@ -161,10 +165,10 @@ void* ExprStatsRecords::records() const {
 }
 
 std::vector<std::shared_ptr<detail::PendingFlex16Stats>> ExprStatsRecords::publish(
-    cudaStream_t stream) {
+    cudaStream_t stream, bool published_in_kernel) {
   std::shared_ptr<Shared> shared = std::move(shared_);
   try {
-    queue_publish(shared->batch, count_, stream);
+    queue_publish(shared->batch, count_, published_in_kernel, stream);
   } catch (...) {
     shared->reusable = false;
     throw;

@@ -11,14 +11,15 @@ __global__ void publish_stats_kernel(portable::GemmStats* record, portable::Gemm
   publish_record(record, host, arrivals);
 }
 
-// One thread a record (codegen::ExprStats: three 8-byte words), copied to the host and zeroed.
+// One thread a record (codegen::ExprStats: four 8-byte words, the last the host address, kept):
+// the statistics copied to the host and set back to zero, the arrival counter with them.
 __global__ void publish_expr_stats_kernel(unsigned long long* records, unsigned long long* host,
                                           int count) {
   const int i = threadIdx.x;
   if (i < count) {
     for (int w = 0; w < 3; ++w) {
-      host[3 * i + w] = __ldcg(&records[3 * i + w]);
-      records[3 * i + w] = 0;
+      host[4 * i + w] = __ldcg(&records[4 * i + w]);
+      records[4 * i + w] = 0;
     }
   }
   __threadfence_system();

@@ -15,8 +15,9 @@ namespace flexkit::backend::cuda {
 void launch_publish_stats(portable::GemmStats* record, portable::GemmStats* host,
                           uint32_t* arrivals, cudaStream_t stream);
 
-// The same for `count` (at most 32) generated-kernel records (codegen::ExprStats, 24 bytes each):
-// copied into mapped pinned host memory at `host` (its device address) and set back to zero.
+// The same for `count` (at most 32) generated-kernel records (codegen::ExprStats, 32 bytes each)
+// whose kernel did not publish them: copied into mapped pinned host memory at `host` (its device
+// address) and set back to zero.
 void launch_publish_expr_stats(void* records, void* host, int count, cudaStream_t stream);
 
 }  // namespace flexkit::backend::cuda

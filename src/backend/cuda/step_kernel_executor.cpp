@@ -151,7 +151,7 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_step_kernel");
 
   if (stats) {  // the statistics come back without waiting: each output keeps its own
-    const auto pending = stats->publish(stream);
+    const auto pending = stats->publish(stream, true);  // the kernel's last block published
     for (std::size_t f = 0; f < flex_outputs.size(); ++f)
       ArrayAccess::storage(launch.seq_out[flex_outputs[f]]).set_pending_stats(pending[f]);
   }

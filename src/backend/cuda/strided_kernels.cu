@@ -64,11 +64,12 @@ __global__ void dense_fill_kernel(uint4* out, uint4 value, int64_t vectors) {
 // codegen::ExprStats's layout: an ExprStatsRecords record.
 struct DeviceFlex16Stats {
   int max_abs_m;
-  int reserved;
+  unsigned arrivals;
   unsigned long long saturated;
   unsigned long long nan_count;
+  void* host;  // used by the publish kernel that follows the copy
 };
-static_assert(sizeof(DeviceFlex16Stats) == 24);
+static_assert(sizeof(DeviceFlex16Stats) == 32);
 
 template <class Index>
 __global__ void flex16_copy_kernel(StridedLayout dst, int16_t* out, StridedLayout src,
@@ -267,7 +268,7 @@ std::shared_ptr<::flexkit::detail::PendingFlex16Stats> flex16_copy(int device,
     flex16_copy_kernel<int64_t>
         <<<grid_for(n), kThreads, 0, stream>>>(dst, out, src, in, n, src_iwl, dst_iwl, record);
   FLEXKIT_CUDA_CHECK_LAUNCH("flex16_copy_kernel");
-  return stats.publish(stream).front();
+  return stats.publish(stream, false).front();
 }
 
 void memcpy_bytes(Device dst_device, void* dst, Device src_device, const void* src,
