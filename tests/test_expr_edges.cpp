@@ -346,6 +346,42 @@ TEST(ExprEdges, FixedPolicyCountsSaturationAndHonoursAnExplicitIwl) {
   EXPECT_EQ(f.stats().saturated, 0u);
 }
 
+// Large writes (many blocks on CUDA), one after another into the same array: each write's
+// statistics are its own, none carried over from the write before (on CUDA the records are
+// pooled, published by the last block to commit them and set back to zero).
+TEST(ExprEdges, StatisticsOfLargeWritesInARowAreEachTheirOwn) {
+  const std::size_t n = 3'000'000;
+  std::vector<float> v = pseudo_random(n, -1.0, 1.0, 11);
+  v[17] = kNaNf;
+  v[n / 2] = kNaNf;
+  v[n - 1] = kNaNf;
+  const Array x = floats(v, {static_cast<std::int64_t>(n)});
+  Array f = Array::from_flex16(std::vector<std::int16_t>(n, 0), 0, {static_cast<std::int64_t>(n)},
+                               device());
+  for (double scale : {0.5, 3.0, 0.25, 1.5}) {
+    SCOPED_TRACE(testing::Message() << "scale " << scale);
+    assign(f, Expr(x) * scale);  // the fixed policy at iwl 0: [-1, 1)
+    std::uint64_t saturated = 0, nans = 0;
+    int max_abs_m = 0;
+    for (float value : v) {
+      if (std::isnan(value)) {
+        ++nans;
+        continue;
+      }
+      // float32 arithmetic, as the kernel's, then round half to even and saturate.
+      const double m =
+          std::nearbyint(static_cast<double>(value * static_cast<float>(scale)) * 32768.0);
+      const double stored = std::clamp(m, -32768.0, 32767.0);
+      if (stored != m) ++saturated;
+      max_abs_m = std::max(max_abs_m, static_cast<int>(std::abs(stored)));
+    }
+    const Flex16Stats stats = f.stats();
+    EXPECT_EQ(stats.saturated, saturated);
+    EXPECT_EQ(stats.nan_count, nans);
+    EXPECT_EQ(stats.max_abs_m, max_abs_m);
+  }
+}
+
 // ---- bad input: a clear exception, and the output untouched -----------------------------------
 
 TEST(ExprEdges, BadShapesAxesAndOutputsThrowAndWriteNothing) {
