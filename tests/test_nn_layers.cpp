@@ -275,7 +275,9 @@ TEST(NnGradients, Flex16PoolingMatchesF32OnTheSameValues) {
           std::ldexp(std::nearbyint(std::ldexp(static_cast<double>(want[i]), 15 - got.iwl())),
                      got.iwl() - 15));
     EXPECT_EQ(got.to_floats(), rounded);
-    if (stride == kernel) EXPECT_EQ(rounded, want);  // tiled: nothing to round
+    if (stride == kernel) {
+      EXPECT_EQ(rounded, want);  // tiled: nothing to round
+    }
     if (mode == Pool2d::Mode::max) {  // one nonzero a window, each a copy of grad_y's
       double sum_got = 0, sum_g = 0;
       for (float v : want) sum_got += v;
