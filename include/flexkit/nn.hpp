@@ -234,6 +234,7 @@ class Pool2d : public Layer {
  private:
   Expr max_of_taps(const Array& x4, const Shape& out) const;
   Array backward_tiled(const Array& g4);
+  Array backward_by_taps(const Array& g4);
   Mode mode_;
   std::int64_t kernel_, stride_;
   Array input_, output_;

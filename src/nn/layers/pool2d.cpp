@@ -76,7 +76,7 @@ Array Pool2d::forward(const Array& x) {
 
 // Windows that tile the input (stride = kernel, H and W multiples of it): the input gradient in
 // one expression over the input seen as (C, P, k, Q, k, B), a window's taps along the two k
-// axes, written once; tap_order_ tells each element its tap. Other geometries go tap by tap.
+// axes, written once; tap_order_ tells each element its tap.
 Array Pool2d::backward_tiled(const Array& g4) {
   const Shape& xs = input_.shape();
   const Shape& os = output_shape_;
@@ -118,22 +118,10 @@ Array Pool2d::backward_tiled(const Array& g4) {
   return grad;
 }
 
-Array Pool2d::backward(const Array& grad_output) {
-  if (!input_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
-  const Shape os = output_shape_;
-  const Array g4 = grad_output.contiguous().reshape(os);
-  if (stride_ == kernel_ && input_.dim(1) == os[1] * kernel_ && input_.dim(2) == os[2] * kernel_) {
-    const Array grad_x = backward_tiled(g4);
-    Shape in_shape = input_.shape();
-    const std::int64_t merged = in_shape.back();
-    in_shape.pop_back();
-    input_ = Array();
-    output_ = Array();
-    const std::int64_t batch = grad_output.dim(grad_output.rank() - 1);
-    return grad_x.reshape(with_time_batch(in_shape, merged / batch, batch));
-  }
-  // Written tap by tap into an f32 scratch, then stored once (a flex16 gradient's manager sees
-  // one write per step).
+// Any other geometry: tap by tap into an f32 scratch, then stored once (a flex16 gradient's
+// manager sees one write per step).
+Array Pool2d::backward_by_taps(const Array& g4) {
+  const Shape& os = output_shape_;
   Array grad_x = Array::zeros(input_.shape(), DType::f32, g4.device());
   const bool overlapping = stride_ < kernel_;
   std::vector<Array> taps;
@@ -157,17 +145,25 @@ Array Pool2d::backward(const Array& grad_output) {
       else
         assign(gx, contribution);
     }
+  if (!flex()) return grad_x;
+  Array stored =
+      new_tensor("input gradient", grad_x.shape(), grad_x.device(), TensorClass::gradients);
+  assign(stored, Expr(grad_x), writes());
+  return stored;
+}
+
+Array Pool2d::backward(const Array& grad_output) {
+  if (!input_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
+  const Shape& os = output_shape_;
+  const Array g4 = grad_output.contiguous().reshape(os);
+  const bool tiled =
+      stride_ == kernel_ && input_.dim(1) == os[1] * kernel_ && input_.dim(2) == os[2] * kernel_;
+  const Array grad_x = tiled ? backward_tiled(g4) : backward_by_taps(g4);
   Shape in_shape = input_.shape();
   const std::int64_t merged = in_shape.back();
   in_shape.pop_back();
   input_ = Array();
   output_ = Array();
-  if (flex()) {
-    Array stored =
-        new_tensor("input gradient", grad_x.shape(), grad_x.device(), TensorClass::gradients);
-    assign(stored, Expr(grad_x), writes());
-    grad_x = stored;
-  }
   const std::int64_t batch = grad_output.dim(grad_output.rank() - 1);
   return grad_x.reshape(with_time_batch(in_shape, merged / batch, batch));
 }
