@@ -4,7 +4,7 @@
 // GPU's kernel time, and the kernels that take the most of it.
 //
 //   bench_train_profile [--model csnn] [--precision f32|flex16] [--steps 60] [--skip 20]
-//                       [--cuda-graph on|off] [--host-samples on|off] [--trace on|off]
+//                       [--cuda-graph on|off] [--host-samples on|off] [--trace on|off] [--launches N]
 //
 // --host-samples on also samples the stack of the thread running the steps every 100 µs of wall
 // time during the measured steps and prints the functions it spends its time in (waits
@@ -58,6 +58,7 @@ struct GpuWork {
   std::string name;  // kernel name, or "memcpy" / "memset"
   std::uint32_t correlation;
   std::uint64_t start, end;
+  std::string shape;  // a kernel's grid and block, "" for copies and memsets
 };
 struct ApiCall {
   std::uint64_t start, end;
@@ -97,17 +98,20 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        g_work.push_back({k->name ? k->name : "?", k->correlationId, k->start, k->end});
+        char shape[96];
+        std::snprintf(shape, sizeof shape, "grid %dx%dx%d, block %dx%dx%d", k->gridX, k->gridY,
+                      k->gridZ, k->blockX, k->blockY, k->blockZ);
+        g_work.push_back({k->name ? k->name : "?", k->correlationId, k->start, k->end, shape});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        g_work.push_back({"memcpy", m->correlationId, m->start, m->end});
+        g_work.push_back({"memcpy", m->correlationId, m->start, m->end, ""});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        g_work.push_back({"memset", m->correlationId, m->start, m->end});
+        g_work.push_back({"memset", m->correlationId, m->start, m->end, ""});
         break;
       }
       case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -272,6 +276,14 @@ void print_host_samples(double steps) {
   print("inclusive", inclusive, 60);
 }
 
+std::string demangled(const std::string& name) {
+  int status = 0;
+  char* text = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && text ? text : name;
+  std::free(text);
+  return out;
+}
+
 const char* arg(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
@@ -288,6 +300,9 @@ int main(int argc, char** argv) {
   const std::string graph = arg(argc, argv, "--cuda-graph", "on");
   const bool host_samples = std::strcmp(arg(argc, argv, "--host-samples", "off"), "on") == 0;
   const bool trace = std::strcmp(arg(argc, argv, "--trace", "on"), "on") == 0;
+  // --launches N: the N costliest kernels by name and launch shape (tells apart the calls of
+  // one kernel on different problems, e.g. a product's forward and its gradients).
+  const std::size_t launch_rows = std::strtoull(arg(argc, argv, "--launches", "0"), nullptr, 10);
   if (steps <= skip || skip < 1) {
     std::fprintf(stderr, "bench_train_profile: need --steps > --skip >= 1\n");
     return 2;
@@ -345,7 +360,8 @@ int main(int argc, char** argv) {
 
   std::int64_t kernels = 0, copies = 0, memsets = 0;
   double gpu_ns = 0;
-  std::map<std::string, std::pair<std::int64_t, double>> by_name;  // count, ns
+  std::map<std::string, std::pair<std::int64_t, double>> by_name;    // count, ns
+  std::map<std::string, std::pair<std::int64_t, double>> by_launch;  // count, ns
   for (const GpuWork& w : g_work) {
     if (!in_window(w.correlation)) continue;
     const double ns = static_cast<double>(w.end - w.start);
@@ -359,6 +375,11 @@ int main(int argc, char** argv) {
     auto& e = by_name[w.name];
     ++e.first;
     e.second += ns;
+    if (!w.shape.empty()) {
+      auto& l = by_launch[demangled(w.name).substr(0, 90) + " (" + w.shape + ")"];
+      ++l.first;
+      l.second += ns;
+    }
   }
   std::int64_t waits = 0;
   double wait_ns = 0;
@@ -419,6 +440,19 @@ int main(int argc, char** argv) {
     std::string name = top[i].first.substr(0, 70);
     std::printf("| %s | %.1f | %.1f | %.1f %% |\n", name.c_str(), top[i].second.first / n,
                 top[i].second.second / n / 1e3, 100.0 * top[i].second.second / gpu_ns);
+  }
+  if (launch_rows > 0) {
+    std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> launches(
+        by_launch.begin(), by_launch.end());
+    std::sort(launches.begin(), launches.end(),
+              [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    std::printf("\n| kernels by launch shape (top %zu) | per step | µs per step | share |\n"
+                "|---|---|---|---|\n",
+                launch_rows);
+    for (std::size_t i = 0; i < std::min(launch_rows, launches.size()); ++i)
+      std::printf("| %s | %.1f | %.1f | %.1f %% |\n", launches[i].first.c_str(),
+                  launches[i].second.first / n, launches[i].second.second / n / 1e3,
+                  100.0 * launches[i].second.second / gpu_ns);
   }
   return 0;
 }

@@ -312,6 +312,54 @@ TEST(NnGradients, SequentialLinearBatchNormLinear) {
   check_gradients(net, net.parameters(), uniform_array({5, 2, 4}, gen, -2, 2), 29);
 }
 
+// Training needs no gradient for the network's input: with it off, the layers in front of the
+// first trainable parameter skip their input gradients (here the convolution's bprop, and the
+// flatten before the linear layer in the second network) and backward returns an undefined Array,
+// while every parameter gradient is bit for bit what it is with the input gradient on.
+TEST(NnGradients, SequentialWithoutTheInputGradientKeepsTheParameterGradients) {
+  for (const auto& [architecture, features] :
+       {std::pair<std::string, Shape>{"conv(4, 3, padding=1) bn flatten linear(3)", {2, 5, 5}},
+        std::pair<std::string, Shape>{"flatten linear(6) bn linear(3)", {2, 3, 2}}}) {
+    SCOPED_TRACE(architecture);
+    std::mt19937_64 gen(41);
+    Sequential net = parse_architecture(architecture, features);
+    net.to(test::device());
+    Rng rng(42);
+    net.reset_parameters(rng);
+    net.set_training(true);
+    Shape x_shape = features;
+    x_shape.insert(x_shape.end(), {1, 6});
+    const Array x = uniform_array(x_shape, gen, -2, 2);
+    auto gradients = [&](bool input_gradient, Array& grad_x) {
+      net.zero_grad();
+      net.set_input_gradient(input_gradient);
+      const Array y = net.forward(x);
+      std::mt19937_64 g_gen(43);
+      grad_x = net.backward(uniform_array(y.shape(), g_gen));
+      std::vector<std::vector<float>> out;
+      for (Parameter* p : net.parameters()) out.push_back(p->grad.to_floats());
+      return out;
+    };
+    Array with_x, without_x;
+    const auto with = gradients(true, with_x);
+    const auto without = gradients(false, without_x);
+    ASSERT_TRUE(with_x.defined());
+    EXPECT_EQ(with_x.shape(), x.shape());
+    EXPECT_FALSE(without_x.defined());
+    ASSERT_EQ(with.size(), without.size());
+    for (std::size_t i = 0; i < with.size(); ++i) {
+      double magnitude = 0;
+      for (float v : with[i]) magnitude = std::max(magnitude, std::abs(double{v}));
+      EXPECT_GT(magnitude, 0.0) << "parameter " << i << " has no gradient to compare";
+      EXPECT_EQ(with[i], without[i]) << "parameter " << i;
+    }
+    Array again;
+    gradients(true, again);  // switched back on, the input gradient is there again
+    ASSERT_TRUE(again.defined());
+    EXPECT_EQ(again.to_floats(), with_x.to_floats());
+  }
+}
+
 TEST(NnGradients, AccumulateOverBackwardCalls) {
   std::mt19937_64 gen(31);
   Linear layer(3, 2, true);

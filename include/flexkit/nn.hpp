@@ -121,6 +121,11 @@ class Layer {
   virtual JsonValue config() const = 0;
   void set_training(bool training) { training_ = training; }
   bool training() const { return training_; }
+  // Whether backward must return the input gradient (the default). Off, a layer whose input
+  // gradient is a product of its own (Linear, Conv2d) skips it and backward returns an undefined
+  // Array; parameter gradients are the same either way.
+  void set_input_gradient(bool needed) { input_gradient_ = needed; }
+  bool input_gradient() const { return input_gradient_; }
   // Stores the trainable parameters (and from now on what the layer writes) as `precision`
   // says; the values are converted (flex16: rounded to nearest at the finest iwl holding them).
   virtual void set_precision(const Precision& precision);
@@ -161,6 +166,7 @@ class Layer {
   static void add_sums(Parameter& p, gemm::ExactSums sums);
 
   bool training_ = true;
+  bool input_gradient_ = true;
   bool gradient_sums_ = false;
   Device device_ = Device::cpu();
   Precision precision_;
@@ -402,6 +408,11 @@ class Sequential {
   // (from the last layer down): data-parallel training starts exchanging them then.
   Array backward(const Array& grad_output,
                  const std::function<void(std::size_t)>& layer_done = nullptr);
+  // Whether backward returns the gradient with respect to the network's input (the default).
+  // Training needs only the parameters' gradients: off, the layers in front of the first trainable
+  // parameter skip their input gradients (a first convolution's bprop, the largest of them) and
+  // backward returns an undefined Array.
+  void set_input_gradient(bool needed) { input_gradient_ = needed; }
   void set_training(bool training);
   void to(Device device);
   // Every layer's precision (Layer::set_precision); a flex16 network also converts an f32
@@ -429,6 +440,7 @@ class Sequential {
   // In training, a BatchNorm followed by a spiking layer runs as one (BatchNorm::Fold):
   // folded_[i] marks the BatchNorm at i whose last forward was folded into layer i + 1.
   std::vector<char> folded_;
+  bool input_gradient_ = true;
   Precision precision_;
   Autoflex input_manager_, loss_gradient_manager_;
 };

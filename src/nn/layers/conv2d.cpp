@@ -73,9 +73,13 @@ Array Conv2d::backward(const Array& grad_output) {
   const auto plan = conv_plan(saved_input_.shape(), weight_.value.shape(),
                               ConvParams{.padding = {padding_}, .stride = {stride_}});
   const Array g4 = grad_output.contiguous().reshape(plan->output_shape());
-  Array grad_x =
-      new_tensor("input gradient", saved_input_.shape(), g4.device(), TensorClass::gradients);
-  heavy::conv_bprop(*plan, weight_.value, g4, grad_x, heavy::ConvRoute::automatic, heavy_writes());
+  Array grad_x;
+  if (input_gradient_) {
+    grad_x =
+        new_tensor("input gradient", saved_input_.shape(), g4.device(), TensorClass::gradients);
+    heavy::conv_bprop(*plan, weight_.value, g4, grad_x, heavy::ConvRoute::automatic,
+                      heavy_writes());
+  }
   ensure_grad(weight_);
   if (gradient_sums_)
     add_sums(weight_, heavy::conv_update_sums(*plan, {saved_input_}, g4));
@@ -83,7 +87,7 @@ Array Conv2d::backward(const Array& grad_output) {
     heavy::conv_update(*plan, {saved_input_}, g4, weight_.grad, heavy_writes(1.0));
   if (has_bias_) add_bias_gradient(bias_, g4.reshape({out_, -1}));
   saved_input_ = Array();
-  return grad_x.reshape(input_shape_);
+  return grad_x.defined() ? grad_x.reshape(input_shape_) : grad_x;
 }
 
 std::vector<Parameter*> Conv2d::parameters() {

@@ -74,8 +74,11 @@ Array Linear::backward(const Array& grad_output) {
   if (!input_.defined()) throw ValueError(cat(describe(), ": backward without a training forward"));
   const std::int64_t merged = input_.dim(1);
   const Array g2 = grad_output.contiguous().reshape({out_, merged});
-  Array grad_x = new_tensor("input gradient", {in_, merged}, g2.device(), TensorClass::gradients);
-  heavy::matmul(weight_.value.T(), g2, grad_x, heavy_writes());
+  Array grad_x;
+  if (input_gradient_) {
+    grad_x = new_tensor("input gradient", {in_, merged}, g2.device(), TensorClass::gradients);
+    heavy::matmul(weight_.value.T(), g2, grad_x, heavy_writes());
+  }
   ensure_grad(weight_);
   if (gradient_sums_)
     add_sums(weight_, gemm::exact_sums(g2, input_.T()));
@@ -83,7 +86,7 @@ Array Linear::backward(const Array& grad_output) {
     heavy::matmul(g2, input_.T(), weight_.grad, heavy_writes(1.0));
   if (has_bias_) add_bias_gradient(bias_, g2);
   input_ = Array();
-  return grad_x.reshape(input_shape_);
+  return grad_x.defined() ? grad_x.reshape(input_shape_) : grad_x;
 }
 
 std::vector<Parameter*> Linear::parameters() {

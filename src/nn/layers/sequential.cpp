@@ -54,7 +54,19 @@ Array Sequential::backward(const Array& grad_output,
   Array g = precision_.dtype == DType::flex16 && grad_output.defined()
                 ? as_flex16(grad_output, loss_gradient_manager_)
                 : grad_output;
+  // Layers up to the first one with a trainable parameter need no input gradient unless the
+  // caller asks for the network's.
+  std::size_t first_trainable = layers_.size();
+  for (std::size_t i = 0; i < layers_.size() && first_trainable == layers_.size(); ++i)
+    for (const Parameter* p : layers_[i]->parameters())
+      if (p->trainable) first_trainable = i;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    layers_[i]->set_input_gradient(input_gradient_ || i > first_trainable);
   for (std::size_t i = layers_.size(); i-- > 0;) {
+    if (!g.defined() && !input_gradient_) {  // nothing below needs a gradient
+      if (layer_done) layer_done(i);
+      continue;
+    }
     if (i > 0 && i - 1 < folded_.size() && folded_[i - 1]) {
       auto& sn = static_cast<Spiking&>(*layers_[i]);
       g = sn.backward(g);

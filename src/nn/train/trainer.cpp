@@ -304,6 +304,7 @@ TrainResult train(const TrainConfig& config) {
   if (comm && device.is_cuda() && (config.device == "cuda" || config.device == "auto"))
     device = Device::cuda(comm->local_rank() % cuda::device_count());
   Sequential net = r.build_model();
+  net.set_input_gradient(false);  // the images' gradient is never used
   std::string graph_note;
   std::optional<RunStream> run_stream;
   if (device.is_cuda()) {
