@@ -4,7 +4,8 @@
 // GPU's kernel time, and the kernels that take the most of it.
 //
 //   bench_train_profile [--model csnn] [--precision f32|flex16] [--steps 60] [--skip 20]
-//                       [--cuda-graph on|off] [--host-samples on|off] [--trace on|off] [--launches N]
+//                       [--cuda-graph on|off] [--host-samples on|off] [--trace on|off]
+//                       [--launches N]
 //
 // --host-samples on also samples the stack of the thread running the steps every 100 µs of wall
 // time during the measured steps and prints the functions it spends its time in (waits
@@ -442,13 +443,14 @@ int main(int argc, char** argv) {
                 top[i].second.second / n / 1e3, 100.0 * top[i].second.second / gpu_ns);
   }
   if (launch_rows > 0) {
-    std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> launches(
-        by_launch.begin(), by_launch.end());
+    std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> launches(by_launch.begin(),
+                                                                                  by_launch.end());
     std::sort(launches.begin(), launches.end(),
               [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
-    std::printf("\n| kernels by launch shape (top %zu) | per step | µs per step | share |\n"
-                "|---|---|---|---|\n",
-                launch_rows);
+    std::printf(
+        "\n| kernels by launch shape (top %zu) | per step | µs per step | share |\n"
+        "|---|---|---|---|\n",
+        launch_rows);
     for (std::size_t i = 0; i < std::min(launch_rows, launches.size()); ++i)
       std::printf("| %s | %.1f | %.1f | %.1f %% |\n", launches[i].first.c_str(),
                   launches[i].second.first / n, launches[i].second.second / n / 1e3,
