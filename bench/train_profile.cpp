@@ -5,7 +5,7 @@
 //
 //   bench_train_profile [--model csnn] [--precision f32|flex16] [--steps 60] [--skip 20]
 //                       [--cuda-graph on|off] [--host-samples on|off] [--trace on|off]
-//                       [--launches N]
+//                       [--launches N] [--attribute on|off]
 //
 // --host-samples on also samples the stack of the thread running the steps every 100 µs of wall
 // time during the measured steps and prints the functions it spends its time in (waits
@@ -70,6 +70,38 @@ struct ApiCall {
 std::mutex g_mutex;
 std::vector<GpuWork> g_work;
 std::unordered_map<std::uint32_t, ApiCall> g_api;  // by correlation id
+
+// --attribute on: the host stack at each kernel launch, by correlation id (the runtime call's
+// entry comes before the driver call's inside it, with the same id, and is the one kept).
+constexpr int kLaunchFrames = 32;
+struct LaunchSite {
+  int depth;
+  void* frames[kLaunchFrames];
+};
+std::unordered_map<std::uint32_t, LaunchSite> g_sites;
+
+bool is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
+    return cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel ||
+           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ||
+           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
+           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel;
+  return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ||
+         cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000 ||
+         cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060 ||
+         cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060;
+}
+
+void CUPTIAPI on_api_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                          const void* data) {
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (info->callbackSite != CUPTI_API_ENTER || !is_launch(domain, cbid)) return;
+  LaunchSite site;
+  site.depth = backtrace(site.frames, kLaunchFrames);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_sites.emplace(info->correlationId, site);
+}
 
 bool is_wait(CUpti_ActivityKind kind, CUpti_CallbackId cbid) {
   if (kind != CUPTI_ACTIVITY_KIND_RUNTIME) return false;
@@ -285,6 +317,60 @@ std::string demangled(const std::string& name) {
   return out;
 }
 
+// The training function a launch site belongs to: the innermost flexkit::nn frame that is not
+// one of the layers' shared helpers, with the function that called it.
+std::string site_name(const LaunchSite& site, const std::map<void*, std::string>& names) {
+  auto is_helper = [](const std::string& f) {
+    return f.find("::detail::") != std::string::npos || f.find("::heavy::") != std::string::npos ||
+           f.find("new_tensor") != std::string::npos || f.find("std::") == 0;
+  };
+  std::string inner, outer;
+  for (int f = 0; f < site.depth; ++f) {
+    const std::string& name = names.at(site.frames[f]);
+    if (name.rfind("flexkit::nn::", 0) != 0 || is_helper(name)) continue;
+    std::string shortened = name.substr(0, name.find('('));
+    if (inner.empty()) {
+      inner = shortened;
+    } else if (shortened != inner) {
+      outer = shortened;
+      break;
+    }
+  }
+  if (inner.empty()) return "(outside flexkit::nn)";
+  return outer.empty() ? inner : inner + " < " + outer;
+}
+
+template <typename InWindow>
+void print_attribution(const InWindow& in_window, double gpu_ns, double steps) {
+  std::set<void*> addresses;
+  for (const auto& [correlation, site] : g_sites)
+    for (int f = 0; f < site.depth; ++f) addresses.insert(site.frames[f]);
+  const std::map<void*, std::string> names = symbolize(addresses);
+  std::map<std::string, std::pair<std::int64_t, double>> by_site;  // launches, ns
+  for (const GpuWork& w : g_work) {
+    if (w.shape.empty() || !in_window(w.correlation)) continue;
+    auto it = g_sites.find(w.correlation);
+    const std::string kernel = demangled(w.name).substr(0, 60);
+    const std::string key =
+        (it == g_sites.end() ? std::string("(no launch site)") : site_name(it->second, names)) +
+        " | " + kernel + " (" + w.shape + ")";
+    auto& e = by_site[key];
+    ++e.first;
+    e.second += static_cast<double>(w.end - w.start);
+  }
+  std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> rows(by_site.begin(),
+                                                                            by_site.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  std::printf(
+      "\n| launched by | kernel (top 40 rows) | per step | µs per step | share "
+      "|\n|---|---|---|---|---|\n");
+  for (std::size_t i = 0; i < std::min<std::size_t>(40, rows.size()); ++i)
+    std::printf("| %s | %.1f | %.1f | %.1f %% |\n", rows[i].first.c_str(),
+                rows[i].second.first / steps, rows[i].second.second / steps / 1e3,
+                100.0 * rows[i].second.second / gpu_ns);
+}
+
 const char* arg(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
@@ -304,6 +390,9 @@ int main(int argc, char** argv) {
   // --launches N: the N costliest kernels by name and launch shape (tells apart the calls of
   // one kernel on different problems, e.g. a product's forward and its gradients).
   const std::size_t launch_rows = std::strtoull(arg(argc, argv, "--launches", "0"), nullptr, 10);
+  // --attribute on: GPU time by the training code that launched it (the innermost flexkit::nn
+  // function on the launching stack, layers' helpers skipped), with the kernel's name.
+  const bool attribute = std::strcmp(arg(argc, argv, "--attribute", "off"), "on") == 0;
   if (steps <= skip || skip < 1) {
     std::fprintf(stderr, "bench_train_profile: need --steps > --skip >= 1\n");
     return 2;
@@ -315,6 +404,12 @@ int main(int argc, char** argv) {
          {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
           CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER})
       CUPTI_CHECK(cuptiActivityEnable(kind));
+    if (attribute) {
+      CUpti_SubscriberHandle subscriber;
+      CUPTI_CHECK(cuptiSubscribe(&subscriber, on_api_call, nullptr));
+      CUPTI_CHECK(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API));
+      CUPTI_CHECK(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API));
+    }
   }
 
   std::vector<std::uint64_t> marks;  // host timestamps: marks[i] ends global step i + 1
@@ -442,6 +537,7 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.1f | %.1f | %.1f %% |\n", name.c_str(), top[i].second.first / n,
                 top[i].second.second / n / 1e3, 100.0 * top[i].second.second / gpu_ns);
   }
+  if (attribute) print_attribution(in_window, gpu_ns, n);
   if (launch_rows > 0) {
     std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> launches(by_launch.begin(),
                                                                                   by_launch.end());
