@@ -1334,22 +1334,6 @@ TEST(Conv, CpuAndCudaAreBitIdentical) {
     g.up = {1, 1, 2};
     geos.push_back(g);
   }
-  // Filters of at most 32 values a channel (cuda.small_reduction for fprop and update): one
-  // channel 3x3 over an odd batch, K not a whole number of the kernel's channel groups and an
-  // update of two slices of 8192 terms; three channels with a stride (27 values); 3-d with a
-  // dilation (27); 32 values exactly, over 33 output channels.
-  for (const auto& [dims, C, K, N, in, flt, pad, str, dil] :
-       {std::tuple<int, int, int, int, Arr3, Arr3, Arr3, Arr3, Arr3>{
-            2, 1, 20, 12, {1, 29, 27}, {1, 3, 3}, {0, 1, 1}, {1, 1, 1}, {1, 1, 1}},
-        {2, 3, 7, 2, {1, 9, 10}, {1, 3, 3}, {0, 1, 1}, {1, 2, 2}, {1, 1, 1}},
-        {3, 1, 3, 3, {4, 5, 6}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 2, 1}},
-        {2, 2, 33, 4, {1, 8, 9}, {1, 4, 4}, {0, 2, 2}, {1, 1, 1}, {1, 1, 1}}}) {
-    Geo g;
-    g.dims = dims;
-    g.C = C, g.K = K, g.N = N;
-    g.in = in, g.flt = flt, g.pad = pad, g.str = str, g.dil = dil;
-    geos.push_back(g);
-  }
   enum class Finish { exact, fixed_fine, alpha_beta, f32_out };
   int bad = 0;
   unsigned seed = 100;

@@ -127,23 +127,6 @@ TEST(Conv, PlannedKernelFollowsTheSetting) {
       EXPECT_EQ(name_of(layers[i]), expected)
           << layers[i].what << " (FLEXKIT_CONV_KERNEL=" << kernel << ")";
     }
-    // Filters of at most 32 values a channel take the small-reduction kernels on any device
-    // unless a kernel is forced; 36 values do not.
-    const std::string small = "cuda.small_reduction";
-    const std::vector<Layer> small_layers = {
-        {"3x3 fprop of one channel", geo(1, 32, 8, {1, 12, 12}, 3), ConvDirection::fprop},
-        {"3x3 update of one channel", geo(1, 32, 8, {1, 12, 12}, 3), ConvDirection::update},
-        {"3x3 fprop of three u8 channels", geo(3, 16, 16, {1, 8, 8}, 3), ConvDirection::fprop,
-         true},
-        {"3x3 update of three u8 channels", geo(3, 16, 16, {1, 8, 8}, 3), ConvDirection::update,
-         true},
-    };
-    for (const Layer& l : small_layers)
-      EXPECT_EQ(name_of(l) == small, kernel.empty())
-          << l.what << " (FLEXKIT_CONV_KERNEL=" << kernel << "): " << name_of(l);
-    const Layer wider{"3x3 fprop of four channels", geo(4, 16, 8, {1, 6, 6}, 3),
-                      ConvDirection::fprop};
-    EXPECT_NE(name_of(wider), small);
   }
   // An empty batch runs nothing; a mismatched operand is refused as the call refuses it.
   Geo empty = geo(16, 16, 0, {1, 6, 6}, 3);

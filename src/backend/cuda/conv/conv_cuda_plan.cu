@@ -2,8 +2,6 @@
 // kernel's can_implement in the order they are tried, the plan of the first that applies, and
 // the cache. The order and the conditions are the measured choice of the kernels:
 //
-//   integer fprop or update of at most 32 filter values a channel (C·T·R·S), unless a kernel is
-//     forced → small reduction (the tensor cores would pad them to whole stages and tiles);
 //   f32 operands, FLEXKIT_CONV_KERNEL=direct, or a layout the gather cannot take → direct;
 //   fprop / bprop within the shallow kernels' reach → transposed (≤ 64 rows, or ≤ 256 over one
 //     stage, of plain activations), else warp-specialised (flex16), else one-role (u8, lockstep);
@@ -19,7 +17,6 @@
 #include "backend/cuda/conv/conv_implicit_gemm.hpp"
 #include "backend/cuda/conv/conv_implicit_gemm_kernels.hpp"
 #include "backend/cuda/conv/conv_implicit_gemm_setup.hpp"
-#include "backend/cuda/conv/conv_small_reduction.cuh"
 #include "backend/cuda/gemm/gemm_deep_k.hpp"
 #include "backend/cuda/gemm/gemm_stream_k.hpp"
 #include "backend/cuda/gemm/gemm_wgmma.hpp"
@@ -40,8 +37,6 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
 
 const char* kernel_name(ConvCudaKernel kernel) {
   switch (kernel) {
-    case ConvCudaKernel::small_reduction:
-      return "cuda.small_reduction";
     case ConvCudaKernel::shallow_transposed:
       return "cuda.implicit_gemm.shallow_transposed";
     case ConvCudaKernel::shallow_specialized:
@@ -250,7 +245,7 @@ void plan_lean(ConvCudaPlan& plan, const Setup& setup, int sms) {
   plan.choices = detail::cat("tile 128x128 taps ", setup.taps, " splits ", plan.splits);
 }
 
-ConvCudaPlan make_tensor_core_plan(ImplicitDirection direction, const ConvProblem& p, int device) {
+ConvCudaPlan make_plan(ImplicitDirection direction, const ConvProblem& p, int device) {
   Setup setup;
   const CanImplement tensor_cores = tensor_cores_fit(direction, p, device, setup);
   if (!tensor_cores.ok()) {
@@ -297,27 +292,6 @@ ConvCudaPlan make_tensor_core_plan(ImplicitDirection direction, const ConvProble
     return direct;
   }
   return plan;
-}
-
-ConvCudaPlan make_plan(ImplicitDirection direction, const ConvProblem& p, int device) {
-  if (conv_settings().kernel == KernelChoice::automatic) {
-    const CanImplement small = small_reduction_fits(direction, p);
-    if (small.ok()) {
-      ConvCudaPlan plan;
-      plan.kernel = ConvCudaKernel::small_reduction;
-      plan.kernel_name = kernel_name(plan.kernel);
-      plan.choices = direction == ImplicitDirection::fprop ? "a thread per output column"
-                                                           : "blocks of 8192 reduction terms";
-      return plan;
-    }
-    ConvCudaPlan plan = make_tensor_core_plan(direction, p, device);
-    backend::HeavyOpPlan first;  // the small-reduction kernels are tried first
-    first.pass_over(kernel_name(ConvCudaKernel::small_reduction), small);
-    plan.passed_over =
-        plan.passed_over.empty() ? first.passed_over : first.passed_over + "; " + plan.passed_over;
-    return plan;
-  }
-  return make_tensor_core_plan(direction, p, device);
 }
 
 }  // namespace

@@ -374,11 +374,10 @@ void run_implicit_gemm(const ConvCudaPlan& plan, ImplicitDirection direction,
       if (plan.splits > 1) gk::launch_finish_splits(args, outputs, device, stream);
       return;
     }
-    case ConvCudaKernel::small_reduction:
     case ConvCudaKernel::direct:
       break;
   }
-  plan_mismatch("kernel (direct and small_reduction are not implicit GEMMs)");
+  plan_mismatch("kernel (direct is not an implicit GEMM)");
 }
 
 }  // namespace flexkit::conv

@@ -32,7 +32,6 @@ enum class ImplicitDirection { fprop, bprop, update };
 // The candidates, in the order the planner tries them (conv_cuda_plan.cu), the first that applies
 // being planned; direct takes everything the others do not.
 enum class ConvCudaKernel : std::uint8_t {
-  small_reduction,      // "cuda.small_reduction" (conv_small_reduction.cuh)
   shallow_transposed,   // "cuda.implicit_gemm.shallow_transposed"
   shallow_specialized,  // "cuda.implicit_gemm.shallow_specialized"
   shallow,              // "cuda.implicit_gemm.shallow"
