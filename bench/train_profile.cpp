@@ -328,7 +328,10 @@ std::string site_name(const LaunchSite& site, const std::map<void*, std::string>
   for (int f = 0; f < site.depth; ++f) {
     const std::string& name = names.at(site.frames[f]);
     if (name.rfind("flexkit::nn::", 0) != 0 || is_helper(name)) continue;
-    std::string shortened = name.substr(0, name.find('('));
+    std::string shortened = name;  // without its parameters, "(anonymous namespace)" kept
+    for (std::size_t at; (at = shortened.find("(anonymous namespace)")) != std::string::npos;)
+      shortened.replace(at, 21, "{anonymous}");
+    shortened = shortened.substr(0, shortened.find('('));
     if (inner.empty()) {
       inner = shortened;
     } else if (shortened != inner) {
