@@ -317,6 +317,22 @@ std::string demangled(const std::string& name) {
   return out;
 }
 
+// Counts and nanoseconds by name, printed costliest first as `| name | per step | µs per step |
+// share |` rows under `header` (its own heading row and separator).
+using Costs = std::map<std::string, std::pair<std::int64_t, double>>;
+void print_costliest(const std::string& header, const Costs& costs, std::size_t rows, double steps,
+                     double gpu_ns) {
+  std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> sorted(costs.begin(),
+                                                                              costs.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  std::printf("%s", header.c_str());
+  for (std::size_t i = 0; i < std::min(rows, sorted.size()); ++i)
+    std::printf("| %s | %.1f | %.1f | %.1f %% |\n", sorted[i].first.c_str(),
+                sorted[i].second.first / steps, sorted[i].second.second / steps / 1e3,
+                100.0 * sorted[i].second.second / gpu_ns);
+}
+
 // The training function a launch site belongs to: the innermost flexkit::nn frame that is not
 // one of the layers' shared helpers, with the function that called it.
 std::string site_name(const LaunchSite& site, const std::map<void*, std::string>& names) {
@@ -349,7 +365,7 @@ void print_attribution(const InWindow& in_window, double gpu_ns, double steps) {
   for (const auto& [correlation, site] : g_sites)
     for (int f = 0; f < site.depth; ++f) addresses.insert(site.frames[f]);
   const std::map<void*, std::string> names = symbolize(addresses);
-  std::map<std::string, std::pair<std::int64_t, double>> by_site;  // launches, ns
+  Costs by_site;  // launches, ns
   for (const GpuWork& w : g_work) {
     if (w.shape.empty() || !in_window(w.correlation)) continue;
     auto it = g_sites.find(w.correlation);
@@ -361,17 +377,10 @@ void print_attribution(const InWindow& in_window, double gpu_ns, double steps) {
     ++e.first;
     e.second += static_cast<double>(w.end - w.start);
   }
-  std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> rows(by_site.begin(),
-                                                                            by_site.end());
-  std::sort(rows.begin(), rows.end(),
-            [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
-  std::printf(
-      "\n| launched by | kernel (top 40 rows) | per step | µs per step | share "
-      "|\n|---|---|---|---|---|\n");
-  for (std::size_t i = 0; i < std::min<std::size_t>(40, rows.size()); ++i)
-    std::printf("| %s | %.1f | %.1f | %.1f %% |\n", rows[i].first.c_str(),
-                rows[i].second.first / steps, rows[i].second.second / steps / 1e3,
-                100.0 * rows[i].second.second / gpu_ns);
+  print_costliest(
+      "\n| launched by | kernel (top 40 rows) | per step | µs per step | share |\n"
+      "|---|---|---|---|---|\n",
+      by_site, 40, steps, gpu_ns);
 }
 
 const char* arg(int argc, char** argv, const char* name, const char* fallback) {
@@ -459,8 +468,7 @@ int main(int argc, char** argv) {
 
   std::int64_t kernels = 0, copies = 0, memsets = 0;
   double gpu_ns = 0;
-  std::map<std::string, std::pair<std::int64_t, double>> by_name;    // count, ns
-  std::map<std::string, std::pair<std::int64_t, double>> by_launch;  // count, ns
+  Costs by_name, by_launch;  // count, ns
   for (const GpuWork& w : g_work) {
     if (!in_window(w.correlation)) continue;
     const double ns = static_cast<double>(w.end - w.start);
@@ -529,31 +537,15 @@ int main(int argc, char** argv) {
     print_host_samples(n);
   }
 
-  std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> top(by_name.begin(),
-                                                                           by_name.end());
-  std::sort(top.begin(), top.end(),
-            [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
-  std::printf(
-      "\n| GPU work (top 15 by time) | per step | µs per step | share |\n|---|---|---|---|\n");
-  for (std::size_t i = 0; i < std::min<std::size_t>(15, top.size()); ++i) {
-    std::string name = top[i].first.substr(0, 70);
-    std::printf("| %s | %.1f | %.1f | %.1f %% |\n", name.c_str(), top[i].second.first / n,
-                top[i].second.second / n / 1e3, 100.0 * top[i].second.second / gpu_ns);
-  }
+  Costs top15;  // names cut to 70 characters
+  for (const auto& [name, cost] : by_name) top15[name.substr(0, 70)] = cost;
+  print_costliest(
+      "\n| GPU work (top 15 by time) | per step | µs per step | share |\n|---|---|---|---|\n",
+      top15, 15, n, gpu_ns);
   if (attribute) print_attribution(in_window, gpu_ns, n);
-  if (launch_rows > 0) {
-    std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> launches(by_launch.begin(),
-                                                                                  by_launch.end());
-    std::sort(launches.begin(), launches.end(),
-              [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
-    std::printf(
-        "\n| kernels by launch shape (top %zu) | per step | µs per step | share |\n"
-        "|---|---|---|---|\n",
-        launch_rows);
-    for (std::size_t i = 0; i < std::min(launch_rows, launches.size()); ++i)
-      std::printf("| %s | %.1f | %.1f | %.1f %% |\n", launches[i].first.c_str(),
-                  launches[i].second.first / n, launches[i].second.second / n / 1e3,
-                  100.0 * launches[i].second.second / gpu_ns);
-  }
+  if (launch_rows > 0)
+    print_costliest("\n| kernels by launch shape (top " + std::to_string(launch_rows) +
+                        ") | per step | µs per step | share |\n|---|---|---|---|\n",
+                    by_launch, launch_rows, n, gpu_ns);
   return 0;
 }
