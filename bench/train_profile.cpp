@@ -219,6 +219,14 @@ void stop_sampler() {
   g_timer.reset();
 }
 
+std::string demangled(const std::string& name) {
+  int status = 0;
+  char* text = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && text ? text : name;
+  std::free(text);
+  return out;
+}
+
 // Names for return addresses: addr2line reads the symbol tables (functions in anonymous
 // namespaces included, which dladdr does not see), dladdr's name where it cannot.
 std::map<void*, std::string> symbolize(const std::set<void*>& addresses) {
@@ -234,12 +242,7 @@ std::map<void*, std::string> symbolize(const std::set<void*>& addresses) {
         reinterpret_cast<std::uintptr_t>(a) - reinterpret_cast<std::uintptr_t>(info.dli_fbase) - 1;
     by_file[info.dli_fname].push_back({a, offset});
     std::string fallback = std::string("[") + info.dli_fname + "]";
-    if (info.dli_sname) {
-      int status = 0;
-      char* name = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-      fallback = status == 0 && name ? name : info.dli_sname;
-      std::free(name);
-    }
+    if (info.dli_sname) fallback = demangled(info.dli_sname);
     out[a] = fallback;
   }
   for (const auto& [file, list] : by_file) {
@@ -307,14 +310,6 @@ void print_host_samples(double steps) {
   };
   print("self", self, 30);
   print("inclusive", inclusive, 60);
-}
-
-std::string demangled(const std::string& name) {
-  int status = 0;
-  char* text = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
-  std::string out = status == 0 && text ? text : name;
-  std::free(text);
-  return out;
 }
 
 // Counts and nanoseconds by name, printed costliest first as `| name | per step | µs per step |
@@ -538,7 +533,11 @@ int main(int argc, char** argv) {
   }
 
   Costs top15;  // names cut to 70 characters
-  for (const auto& [name, cost] : by_name) top15[name.substr(0, 70)] = cost;
+  for (const auto& [name, cost] : by_name) {
+    auto& row = top15[name.substr(0, 70)];
+    row.first += cost.first;
+    row.second += cost.second;
+  }
   print_costliest(
       "\n| GPU work (top 15 by time) | per step | µs per step | share |\n|---|---|---|---|\n",
       top15, 15, n, gpu_ns);
