@@ -190,11 +190,13 @@ TEST(ExprCodegen, SoftmaxPlanCompiles) {
   compile_all(p, exp(s - max(s, 1)) / sum(exp(s - max(s, 1)), 1));
 }
 
-// Compiles the row-fused kernel of `out = e`; false when the plan does not fuse.
-bool compile_fused(const Array& out, const Expr& e) {
+// Compiles the row-fused kernel of `out = e`; false when the plan does not fuse. `cluster`: the
+// blocks a row is split over must be this many.
+bool compile_fused(const Array& out, const Expr& e, int max_cluster = 1, int cluster = 1) {
   ir::Plan plan = ir::make_plan(out, e.node(), {});
-  auto k = codegen::describe_row_fused(plan);
+  auto k = codegen::describe_row_fused(plan, max_cluster);
   if (!k) return false;
+  EXPECT_EQ(k->cluster, cluster) << k->key;
   const std::string source = codegen::generate_row_fused_source(*k, plan);
   try {
     backend::cuda::compile_kernel_program("row_fused_test", source, "sm_90a");
@@ -217,9 +219,8 @@ TEST(ExprCodegen, RowFusedPlansCompile) {
   Array cube = filled({2, 3, 100});
   EXPECT_TRUE(compile_fused(Array::empty({3, 2, 100}, DType::f32),
                             cube.transpose({1, 0, 2}) - sum(cube.transpose({1, 0, 2}), 2)));
-  // Not this form: a column reduction, a single stage, a row longer than the registers hold,
-  // an operand strided along the row, an output aliasing a row another block reads.
-  EXPECT_FALSE(compile_fused(p, s - max(s, 0)));
+  // Not this form: a single stage, a row longer than the registers hold, an operand strided
+  // along the row, an output aliasing a row another block reads.
   EXPECT_FALSE(compile_fused(p, s * 2.0));
   Array wide = filled({2, 40000});
   EXPECT_FALSE(compile_fused(Array::empty({2, 40000}, DType::f32), wide - max(wide, 1)));
@@ -228,6 +229,65 @@ TEST(ExprCodegen, RowFusedPlansCompile) {
   Array sq = filled({64, 64});
   EXPECT_FALSE(compile_fused(sq, sq - max(sq.T(), 1)));
   EXPECT_TRUE(compile_fused(sq, sq - max(sq, 1)));  // in place: each block owns its row
+}
+
+TEST(ExprCodegen, RowFusedLongRowsSplitOverClusters) {
+  // Rows needing more threads than one cluster block holds are split over a cluster where the
+  // device has clusters, and the blocks meet in distributed shared memory; without clusters a
+  // row is one block of at most 1024 threads (32768 single-operand elements).
+  Array s = filled({4, 32768});
+  Array p = Array::empty({4, 32768}, DType::f32);
+  const Expr softmax = exp(s - max(s, 1)) / sum(exp(s - max(s, 1)), 1);
+  EXPECT_TRUE(compile_fused(p, softmax, 8, 32768 / 32 / codegen::kRowFusedClusterThreads));
+  EXPECT_TRUE(compile_fused(p, softmax, 1, 1));
+  // An odd length past one block's reach (1563 threads → 2048 = 8 blocks of 256), argmax's
+  // (value, index) partials and a flex16 output with its statistics.
+  Array odd = filled({3, 50001});
+  Array odd_out = Array::empty({3, 50001}, DType::f32);
+  EXPECT_TRUE(compile_fused(odd_out, odd - max(odd, 1), 8, 8));
+  EXPECT_FALSE(compile_fused(odd_out, odd - max(odd, 1), 1));
+  EXPECT_TRUE(
+      compile_fused(odd_out, where(eq(argmax(odd, 1), 3.0), odd, 0.0) - mean(odd, 1), 8, 8));
+  EXPECT_TRUE(compile_fused(Array::empty({3, 50001}, DType::flex16), odd - min(odd, 1), 8, 8));
+  // Beyond a portable cluster's reach.
+  Array huge = filled({1, 70000});
+  EXPECT_FALSE(compile_fused(Array::empty({1, 70000}, DType::f32), huge - max(huge, 1), 8));
+  // Short rows keep their one block.
+  Array small = filled({32, 80});
+  EXPECT_TRUE(compile_fused(Array::empty({32, 80}, DType::f32), small - max(small, 1), 8, 1));
+}
+
+TEST(ExprCodegen, ColumnFusedPlansCompile) {
+  // A reduction along another axis than the last: a warp's lanes hold neighbouring columns.
+  Array s = filled({4096, 640});
+  Array p = Array::empty({4096, 640}, DType::f32);
+  // 4096 / 32 = 128 warps a column: 8 blocks of 16 warps.
+  EXPECT_TRUE(compile_fused(p, s - max(s, 0), 8, 8));
+  // Without clusters a column is one block of at most 32 warps (1024 elements a warp's lane).
+  EXPECT_FALSE(compile_fused(p, s - max(s, 0), 1));
+  Array tall = filled({1000, 96});
+  Array tall_out = Array::empty({1000, 96}, DType::f32);
+  EXPECT_TRUE(compile_fused(tall_out, tall - max(tall, 0), 1, 1));
+  EXPECT_TRUE(
+      compile_fused(tall_out, exp(tall - max(tall, 0)) / sum(exp(tall - max(tall, 0)), 0), 8, 4));
+  EXPECT_TRUE(compile_fused(
+      Array::empty({1000, 96}, DType::bf16),
+      (tall - mean(tall, 0)) / sqrt(mean(sqr(tall - mean(tall, 0)), 0) + 1e-5), 8, 4));
+  EXPECT_TRUE(compile_fused(tall_out, tall * argmin(tall, 0) - min(tall, 0), 8, 4));
+  EXPECT_TRUE(compile_fused(Array::empty({1000, 96}, DType::flex16), tall - min(tall, 0), 8, 4));
+  // A middle axis of rank 3, and an operand read through a transposed view.
+  Array cube = filled({3, 300, 40});
+  EXPECT_TRUE(compile_fused(Array::empty({3, 300, 40}, DType::f32), cube - sum(cube, 1), 8, 2));
+  Array sq = filled({64, 64});
+  EXPECT_TRUE(compile_fused(Array::empty({64, 64}, DType::f32), sq.T() - max(sq.T(), 0), 8, 1));
+  // Too few columns to fill the device's multiprocessors: the stage-by-stage kernels instead.
+  ir::Plan few = ir::make_plan(tall_out, (tall - max(tall, 0)).node(), {});
+  EXPECT_FALSE(codegen::describe_row_fused(few, 8, 132));
+  EXPECT_TRUE(codegen::describe_row_fused(few, 8, 12));
+  // A column longer than a cluster holds.
+  Array very_tall = filled({9000, 40});
+  EXPECT_FALSE(
+      compile_fused(Array::empty({9000, 40}, DType::f32), very_tall - max(very_tall, 0), 8));
 }
 
 TEST(ExprCodegen, RowFusedSoftmaxComputesItsExponentialsOnce) {

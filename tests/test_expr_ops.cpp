@@ -603,6 +603,27 @@ std::vector<Case> reduction_cases() {
       [](const auto& x) { return exp(x[0] - max(x[0], 1)) / sum(exp(x[0] - max(x[0], 1)), 1); }));
   c.push_back(make("minus_row_max_long_rows", {in({270, 12288})}, kReduce,
                    [](const auto& x) { return x[0] - max(x[0], 1); }));
+  // Rows split over a cluster of blocks on devices that have clusters: 4 blocks (32768), 8 blocks
+  // with a ragged last one (50001), two reductions exchanging (value, index) and double partials.
+  c.push_back(make(
+      "softmax_cluster_rows", {in({40, 32768}, uniform(-5, 5))}, kTrans,
+      [](const auto& x) { return exp(x[0] - max(x[0], 1)) / sum(exp(x[0] - max(x[0], 1)), 1); }));
+  c.push_back(make("argmax_and_mean_cluster_rows", {in({5, 50001})}, kReduce,
+                   [](const auto& x) { return x[0] * argmax(x[0], 1) - mean(x[0], 1); }));
+  // Columns held by a warp's lanes, split over warps and a cluster's blocks (enough columns to
+  // fill a device's multiprocessors, else the stage-by-stage kernels run): 8 blocks of 16 warps,
+  // a ragged column over 4 blocks, a middle axis with (value, index) and double partials, a
+  // flex16 output.
+  c.push_back(make("minus_column_max_fused", {in({4096, 640})}, kReduce,
+                   [](const auto& x) { return x[0] - max(x[0], 0); }));
+  c.push_back(make(
+      "softmax_columns_fused", {in({1000, 1100}, uniform(-5, 5))}, kTrans,
+      [](const auto& x) { return exp(x[0] - max(x[0], 0)) / sum(exp(x[0] - max(x[0], 0)), 0); }));
+  c.push_back(make("argmin_and_sum_middle_axis_fused", {in({3, 300, 1500})}, kReduce,
+                   [](const auto& x) { return x[0] * argmin(x[0], 1) - sum(x[0], 1); }));
+  c.push_back(make(
+      "minus_column_min_fused_flex16", {in({1024, 1056}, uniform(-1, 1))}, kReduce,
+      [](const auto& x) { return x[0] - min(x[0], 0); }, to(DType::flex16, 1)));
   c.push_back(make(
       "softmax_columns_of_view", {in({9, 6}, uniform(-5, 5), tr())}, kTrans,
       [](const auto& x) { return exp(x[0] - max(x[0], 0)) / sum(exp(x[0] - max(x[0], 0)), 0); }));

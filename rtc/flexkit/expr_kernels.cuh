@@ -275,4 +275,74 @@ __device__ __forceinline__ float broadcast_row(float v, int bx) {
   return r;
 }
 
+// Columns: a warp's 32 lanes hold 32 neighbouring columns and the block's warps split them.
+// Combines the warps' partials of each lane's column in warp order: valid in warp 0. Every
+// thread of the block calls it.
+template <class R>
+__device__ __forceinline__ typename R::Acc reduce_columns(typename R::Acc acc) {
+  __shared__ typename R::Acc part[32][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (warps == 1) return acc;
+  part[warp][lane] = acc;
+  __syncthreads();
+  if (warp == 0)
+    for (int w = 1; w < warps; ++w) acc = R::combine(acc, part[w][lane]);
+  return acc;
+}
+
+// Warp 0's value `v` of each lane's column, in every warp. Every thread of the block calls it.
+__device__ __forceinline__ float broadcast_columns(float v) {
+  __shared__ float column[32];
+  if (threadIdx.x < 32) column[threadIdx.x] = v;
+  __syncthreads();
+  const float r = column[threadIdx.x & 31];
+  __syncthreads();
+  return r;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// ---- clusters: blocks sharing a row exchange partials in distributed shared memory ------------
+// Every thread of every block of the cluster executes these (the .aligned forms).
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// `local`'s counterpart in the shared memory of the cluster's block `rank`.
+template <class T>
+__device__ __forceinline__ T load_cluster_shared(const T* local, int rank) {
+  static_assert(sizeof(T) % 4 == 0, "read as 32-bit words");
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(address), "r"(rank));
+  T out;
+  uint32_t* words = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+  for (int w = 0; w < static_cast<int>(sizeof(T) / 4); ++w)
+    asm volatile("ld.shared::cluster.u32 %0, [%1];\n" : "=r"(words[w]) : "r"(remote + 4u * w));
+  return out;
+}
+
+// Combines the partials of the cluster's `blocks` blocks in rank order, so that every block gets
+// the same values: thread t < holders of each block holds partial t (one for a row, as
+// reduce_row leaves it in thread 0; one a lane for columns, as reduce_columns leaves them in
+// warp 0) and gets the combined value. `part` (holders values) is shared memory of this
+// reduction alone: a block may still be reading it when its owner reaches the next reduction.
+template <class R>
+__device__ __forceinline__ typename R::Acc reduce_cluster(typename R::Acc acc,
+                                                          typename R::Acc* part, int blocks,
+                                                          int holders) {
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < holders) part[t] = acc;
+  cluster_arrive();
+  cluster_wait();
+  if (t >= holders) return acc;
+  typename R::Acc total = load_cluster_shared(part + t, 0);
+  for (int r = 1; r < blocks; ++r) total = R::combine(total, load_cluster_shared(part + t, r));
+  return total;
+}
+#endif
+
 }  // namespace flexkit::rtc

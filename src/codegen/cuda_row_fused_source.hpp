@@ -15,8 +15,18 @@ namespace flexkit::codegen {
 inline constexpr const char* kRowFusedKernel = "flexkit_row_fused";
 // Row elements one thread holds, over all row operands together (registers budget).
 inline constexpr int kRowFusedRegisters = 32;
-// Threads of a row at most (one block).
+// Elements of a row one vector access reads.
+inline constexpr int kRowFusedVector = 4;
+// Threads of a row at most in one block.
 inline constexpr int kRowFusedMaxThreads = 1024;
+// Where the device groups blocks into clusters (sm_90 and later), a row that needs more threads
+// than this is split over a cluster of blocks of this many threads, which exchange their partial
+// reductions in distributed shared memory: several rows then share a multiprocessor, and one
+// row's loads overlap another's arithmetic (a 1024-thread block holds a whole multiprocessor and
+// runs its load, reductions and store one after the other).
+inline constexpr int kRowFusedClusterThreads = 256;
+// Blocks of a cluster at most (the portable cluster size).
+inline constexpr int kRowFusedMaxCluster = 8;
 
 struct RowFusedKernel {
   // One array the kernel reads, shared by every stage that reads it.
@@ -43,6 +53,14 @@ struct RowFusedKernel {
   std::optional<Reuse> reuse;
   bool index64 = false;
   int per_thread = kRowFusedRegisters;  // elements of each row operand one thread holds
+  // The reduced axis is the last (rows: a row's threads read it in vectors) or another
+  // (columns: a warp's 32 lanes hold 32 neighbouring columns along the last axis, and the
+  // block's warps, then the cluster's blocks, split the column; each layout then carries the
+  // reduced axis's stride at index args.rank).
+  bool columns = false;
+  int cluster = 1;  // blocks a row or column is split over (see kRowFusedClusterThreads)
+  int block_x = 1;  // rows: threads of a row in a block; columns: 32
+  int block_threads = 1;
   std::string key;
 
   // Run-time values: layouts span the row space (every axis but the last).
@@ -55,12 +73,16 @@ struct RowFusedKernel {
 
 // The fused description of `plan`, or nullopt when the plan does not have that form or does
 // not fit (row too long for the registers, operands read with other strides along the row,
-// an output aliasing a row another block still reads, flex16 exact policy, ...).
-std::optional<RowFusedKernel> describe_row_fused(const ir::Plan& plan);
+// an output aliasing a row another block still reads, flex16 exact policy, ...). `max_cluster`:
+// the blocks a cluster may hold on the device (1 where it has no clusters).
+// `multiprocessors` (0: unknown): columns are fused only where their blocks fill the device.
+std::optional<RowFusedKernel> describe_row_fused(const ir::Plan& plan, int max_cluster = 1,
+                                                 int multiprocessors = 0);
 
 std::string generate_row_fused_source(const RowFusedKernel& kernel, const ir::Plan& plan);
 
-// One launch: grid_x blocks of block_x * block_y threads (1-D), block_x threads per row.
+// One launch: grid_x blocks of block_x * block_y threads (1-D), block_x threads per row in a
+// block (columns: 32 lanes); with clusters, `cluster` consecutive blocks share a row.
 struct RowFusedLaunch {
   ExprArgs args;
   LaunchShape shape;

@@ -151,10 +151,11 @@ bool run_row_fused(const ir::Plan& plan) {
     for (const Array& a : s.body.operands)
       if (!a.defined() || a.device() != out.device()) return false;
   }
-  std::optional<codegen::RowFusedKernel> kernel = codegen::describe_row_fused(plan);
+  const int device = out.device().index;
+  std::optional<codegen::RowFusedKernel> kernel = codegen::describe_row_fused(
+      plan, has_clusters(device) ? codegen::kRowFusedMaxCluster : 1, multiprocessors(device));
   if (!kernel) return false;
 
-  const int device = out.device().index;
   DeviceGuard guard(device);
   std::shared_ptr<const RtcModule> module = KernelCache::instance().get(
       device, kernel->key, [&] { return codegen::generate_row_fused_source(*kernel, plan); });

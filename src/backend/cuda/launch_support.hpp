@@ -23,6 +23,17 @@ inline int multiprocessors(int device) {
   return sms;
 }
 
+// Whether the device groups blocks into clusters with distributed shared memory (sm_90 on).
+inline bool has_clusters(int device) {
+  static std::mutex mutex;
+  static std::map<int, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(device); it != known.end()) return it->second;
+  int major = 0;
+  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return known.emplace(device, major >= 9).first->second;
+}
+
 // Scratch device memory for one launch. Released right after the launches are queued: the
 // caching allocator hands a block out again only on the same stream, so stream order keeps the
 // kernels' use of it safe.
