@@ -232,27 +232,30 @@ TEST(ExprCodegen, RowFusedPlansCompile) {
 }
 
 TEST(ExprCodegen, RowFusedLongRowsSplitOverClusters) {
-  // Rows needing more threads than one cluster block holds are split over a cluster where the
-  // device has clusters, and the blocks meet in distributed shared memory; without clusters a
-  // row is one block of at most 1024 threads (32768 single-operand elements).
-  Array s = filled({4, 32768});
-  Array p = Array::empty({4, 32768}, DType::f32);
+  // A row longer than one block of 1024 threads holds (32768 single-operand elements) is split
+  // over a cluster of such blocks where the device has clusters, and the blocks meet in
+  // distributed shared memory; without clusters it does not fuse.
+  Array s = filled({4, 65536});
+  Array p = Array::empty({4, 65536}, DType::f32);
   const Expr softmax = exp(s - max(s, 1)) / sum(exp(s - max(s, 1)), 1);
-  EXPECT_TRUE(compile_fused(p, softmax, 8, 32768 / 32 / codegen::kRowFusedClusterThreads));
-  EXPECT_TRUE(compile_fused(p, softmax, 1, 1));
-  // An odd length past one block's reach (1563 threads → 2048 = 8 blocks of 256), argmax's
-  // (value, index) partials and a flex16 output with its statistics.
+  EXPECT_TRUE(compile_fused(p, softmax, 8, 2));
+  EXPECT_FALSE(compile_fused(p, softmax, 1));
+  // Odd lengths (1563 threads → 2 blocks; 3125 → 4), argmax's (value, index) partials and a
+  // flex16 output with its statistics.
   Array odd = filled({3, 50001});
   Array odd_out = Array::empty({3, 50001}, DType::f32);
-  EXPECT_TRUE(compile_fused(odd_out, odd - max(odd, 1), 8, 8));
-  EXPECT_FALSE(compile_fused(odd_out, odd - max(odd, 1), 1));
+  EXPECT_TRUE(compile_fused(odd_out, odd - max(odd, 1), 8, 2));
   EXPECT_TRUE(
-      compile_fused(odd_out, where(eq(argmax(odd, 1), 3.0), odd, 0.0) - mean(odd, 1), 8, 8));
-  EXPECT_TRUE(compile_fused(Array::empty({3, 50001}, DType::flex16), odd - min(odd, 1), 8, 8));
-  // Beyond a portable cluster's reach.
-  Array huge = filled({1, 70000});
-  EXPECT_FALSE(compile_fused(Array::empty({1, 70000}, DType::f32), huge - max(huge, 1), 8));
-  // Short rows keep their one block.
+      compile_fused(odd_out, where(eq(argmax(odd, 1), 3.0), odd, 0.0) - mean(odd, 1), 8, 2));
+  EXPECT_TRUE(compile_fused(Array::empty({3, 50001}, DType::flex16), odd - min(odd, 1), 8, 2));
+  Array longer = filled({2, 100000});
+  EXPECT_TRUE(compile_fused(Array::empty({2, 100000}, DType::f32), longer - sum(longer, 1), 8, 4));
+  // Beyond a portable cluster's reach (8 blocks of 1024 threads, 32 elements each).
+  Array huge = filled({1, 300000});
+  EXPECT_FALSE(compile_fused(Array::empty({1, 300000}, DType::f32), huge - max(huge, 1), 8));
+  // Rows one block holds keep their one block.
+  Array one = filled({4, 32768});
+  EXPECT_TRUE(compile_fused(Array::empty({4, 32768}, DType::f32), one - max(one, 1), 8, 1));
   Array small = filled({32, 80});
   EXPECT_TRUE(compile_fused(Array::empty({32, 80}, DType::f32), small - max(small, 1), 8, 1));
 }

@@ -603,13 +603,16 @@ std::vector<Case> reduction_cases() {
       [](const auto& x) { return exp(x[0] - max(x[0], 1)) / sum(exp(x[0] - max(x[0], 1)), 1); }));
   c.push_back(make("minus_row_max_long_rows", {in({270, 12288})}, kReduce,
                    [](const auto& x) { return x[0] - max(x[0], 1); }));
-  // Rows split over a cluster of blocks on devices that have clusters: 4 blocks (32768), 8 blocks
-  // with a ragged last one (50001), two reductions exchanging (value, index) and double partials.
+  // Rows split over a cluster of blocks on devices that have clusters: 2 blocks (65536 and 50001,
+  // the second block ragged), 4 (100000), two reductions exchanging (value, index) and double
+  // partials.
   c.push_back(make(
-      "softmax_cluster_rows", {in({40, 32768}, uniform(-5, 5))}, kTrans,
+      "softmax_cluster_rows", {in({20, 65536}, uniform(-5, 5))}, kTrans,
       [](const auto& x) { return exp(x[0] - max(x[0], 1)) / sum(exp(x[0] - max(x[0], 1)), 1); }));
   c.push_back(make("argmax_and_mean_cluster_rows", {in({5, 50001})}, kReduce,
                    [](const auto& x) { return x[0] * argmax(x[0], 1) - mean(x[0], 1); }));
+  c.push_back(make("minus_row_sum_cluster_rows", {in({3, 100000})}, kReduce,
+                   [](const auto& x) { return x[0] - sum(x[0], 1); }));
   // Columns held by a warp's lanes, split over warps and a cluster's blocks (enough columns to
   // fill a device's multiprocessors, else the stage-by-stage kernels run): 8 blocks of 16 warps,
   // a ragged column over 4 blocks, a middle axis with (value, index) and double partials, a

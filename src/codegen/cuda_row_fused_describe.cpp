@@ -16,14 +16,6 @@ namespace {
 
 constexpr std::int64_t kIndex32Limit = std::int64_t{1} << 31;
 
-// EXPERIMENT (to be removed): the cluster's block size from the environment.
-int cluster_threads() {
-  static const int t = std::getenv("FLEXKIT_ROW_CLUSTER_THREADS")
-                           ? std::atoi(std::getenv("FLEXKIT_ROW_CLUSTER_THREADS"))
-                           : kRowFusedClusterThreads;
-  return t;
-}
-
 std::int64_t pow2_at_least(std::int64_t v) {
   std::int64_t p = 1;
   while (p < v) p <<= 1;
@@ -245,8 +237,9 @@ std::optional<RowFusedKernel> describe_row_fused(const ir::Plan& plan, int max_c
                      : std::max(kRowFusedVector, kRowFusedRegisters / row_operands /
                                                      kRowFusedVector * kRowFusedVector);
   if (columns) {
-    // Warps of a column at most, over the cluster: blocks of up to 8 warps where the device has
-    // clusters (several blocks a multiprocessor), one block of up to 32 warps otherwise.
+    // The warps a column needs: blocks of 8 warps where the device has clusters (several blocks
+    // a multiprocessor), wider blocks for columns 8 such blocks cannot hold; one block of up to
+    // 32 warps without clusters.
     const std::int64_t warps = pow2_at_least((len + k.per_thread - 1) / k.per_thread);
     const std::int64_t cluster = std::clamp<std::int64_t>(warps / 8, 1, max_cluster);
     if (warps / cluster > kRowFusedMaxThreads / 32) return std::nullopt;
@@ -257,17 +250,14 @@ std::optional<RowFusedKernel> describe_row_fused(const ir::Plan& plan, int max_c
     // stage-by-stage kernels split each column's reduction over blocks.
     if ((rows + 31) / 32 * cluster < multiprocessors) return std::nullopt;
   } else {
+    // A row longer than one block holds goes to a cluster of full blocks (one block a row
+    // measured faster than a cluster of smaller ones for rows one block holds).
     const std::int64_t threads = pow2_at_least((len + k.per_thread - 1) / k.per_thread);
-    if (max_cluster > 1 && threads > cluster_threads()) {
-      if (threads > std::int64_t{cluster_threads()} * max_cluster) return std::nullopt;
-      k.cluster = static_cast<int>(threads / cluster_threads());
-      k.block_x = k.block_threads = cluster_threads();
-    } else if (threads > kRowFusedMaxThreads) {
-      return std::nullopt;
-    } else {
-      k.block_x = static_cast<int>(threads);
-      k.block_threads = static_cast<int>(threads <= 32 ? 256 : threads);  // short rows share
-    }
+    const std::int64_t blocks = (threads + kRowFusedMaxThreads - 1) / kRowFusedMaxThreads;
+    if (blocks > max_cluster) return std::nullopt;
+    k.cluster = static_cast<int>(blocks);
+    k.block_x = static_cast<int>(std::min<std::int64_t>(threads, kRowFusedMaxThreads));
+    k.block_threads = threads <= 32 ? 256 : k.block_x;  // short rows share a block
   }
   k.columns = columns;
 

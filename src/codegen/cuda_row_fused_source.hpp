@@ -19,13 +19,10 @@ inline constexpr int kRowFusedRegisters = 32;
 inline constexpr int kRowFusedVector = 4;
 // Threads of a row at most in one block.
 inline constexpr int kRowFusedMaxThreads = 1024;
-// Where the device groups blocks into clusters (sm_90 and later), a row that needs more threads
-// than this is split over a cluster of blocks of this many threads, which exchange their partial
-// reductions in distributed shared memory: several rows then share a multiprocessor, and one
-// row's loads overlap another's arithmetic (a 1024-thread block holds a whole multiprocessor and
-// runs its load, reductions and store one after the other).
-inline constexpr int kRowFusedClusterThreads = 256;
-// Blocks of a cluster at most (the portable cluster size).
+// Where the device groups blocks into clusters (sm_90 and later), a row longer than one block
+// holds is split over a cluster of such blocks, which exchange their partial reductions in
+// distributed shared memory; a column, over a cluster of blocks of up to 8 warps. Blocks of a
+// cluster at most (the portable cluster size).
 inline constexpr int kRowFusedMaxCluster = 8;
 
 struct RowFusedKernel {
@@ -58,7 +55,7 @@ struct RowFusedKernel {
   // block's warps, then the cluster's blocks, split the column; each layout then carries the
   // reduced axis's stride at index args.rank).
   bool columns = false;
-  int cluster = 1;  // blocks a row or column is split over (see kRowFusedClusterThreads)
+  int cluster = 1;  // blocks a row or column is split over (see kRowFusedMaxCluster)
   int block_x = 1;  // rows: threads of a row in a block; columns: 32
   int block_threads = 1;
   std::string key;
