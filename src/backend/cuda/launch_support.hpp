@@ -1,37 +1,37 @@
-// What the CUDA executors share around a launch: the device's multiprocessor count (asked once
-// per device) and scratch device memory for one launch's side results.
+// What the CUDA executors share around a launch: device attributes (asked once per device) and
+// scratch device memory for one launch's side results.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "backend/cuda/check.hpp"
 #include "core/device_memory.hpp"
 
 namespace flexkit::backend::cuda {
 
-inline int multiprocessors(int device) {
+// A device attribute, asked once per device (the executors ask for it at every call).
+inline int device_attribute(cudaDeviceAttr attribute, int device) {
   static std::mutex mutex;
-  static std::map<int, int> counts;
+  static std::map<std::pair<int, int>, int> known;
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = counts.find(device); it != counts.end()) return it->second;
-  int sms = 0;
-  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  counts.emplace(device, sms);
-  return sms;
+  const std::pair<int, int> key{static_cast<int>(attribute), device};
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  int value = 0;
+  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return known.emplace(key, value).first->second;
+}
+
+inline int multiprocessors(int device) {
+  return device_attribute(cudaDevAttrMultiProcessorCount, device);
 }
 
 // Whether the device groups blocks into clusters with distributed shared memory (sm_90 on).
 inline bool has_clusters(int device) {
-  static std::mutex mutex;
-  static std::map<int, bool> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = known.find(device); it != known.end()) return it->second;
-  int major = 0;
-  FLEXKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return known.emplace(device, major >= 9).first->second;
+  return device_attribute(cudaDevAttrComputeCapabilityMajor, device) >= 9;
 }
 
 // Scratch device memory for one launch. Released right after the launches are queued: the
