@@ -9,7 +9,6 @@
 
 namespace flexkit::codegen {
 
-using detail::cat;
 using ir::Op;
 
 namespace {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "codegen/code_stream.hpp"
 #include "core/storage.hpp"

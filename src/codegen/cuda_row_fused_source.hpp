@@ -1,7 +1,7 @@
-// Fusing a whole plan into one kernel when its stages are reductions along the last axis feeding
-// an elementwise stage over the same shape (softmax, x - max(x), row normalisations): the
-// threads of a row hold the row in registers, run every stage over it and write the result,
-// so the row is read from memory once instead of once per stage.
+// Fusing a whole plan into one kernel when its stages are reductions along one axis feeding an
+// elementwise stage over the same shape (softmax, x - max(x, 1), x - max(x, 0), normalisations):
+// the threads of a row (or column) hold it in registers, run every stage over it and write the
+// result, so it is read from memory once instead of once per stage.
 #pragma once
 #include <optional>
 #include <string>
@@ -21,7 +21,7 @@ inline constexpr int kRowFusedVector = 4;
 inline constexpr int kRowFusedMaxThreads = 1024;
 // Where the device groups blocks into clusters (sm_90 and later), a row longer than one block
 // holds is split over a cluster of such blocks, which exchange their partial reductions in
-// distributed shared memory; a column, over a cluster of blocks of up to 8 warps. Blocks of a
+// distributed shared memory; a column, over a cluster of blocks of 8 warps or more. Blocks of a
 // cluster at most (the portable cluster size).
 inline constexpr int kRowFusedMaxCluster = 8;
 
@@ -60,7 +60,7 @@ struct RowFusedKernel {
   int block_threads = 1;
   std::string key;
 
-  // Run-time values: layouts span the row space (every axis but the last).
+  // Run-time values: layouts span the row space (every axis but the reduced one).
   std::vector<ExprOperand> operands;
   std::vector<ExprOperand> targets;  // per stage
   std::vector<float> scalars;
