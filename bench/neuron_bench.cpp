@@ -153,6 +153,15 @@ int main() {
       row(tag + "plif training forward (x -> s, residuals)", q.fwd_ms, (8 + 4 * r) * ns);
       row(tag + "plif backward (gs, residuals -> gx, grad w)", q.bwd_ms, (8 + 4 * r) * ns);
       row(tag + "plif forward+backward (24 B counted)", q.fwd_ms + q.bwd_ms, 24 * ns, note);
+      // The same with the residuals kept in bf16 (NeuronStorage::residual_dtype): 2 bytes each.
+      NeuronStorage half;
+      half.residual_dtype = DType::bf16;
+      Timing b = measure(plif, x, gs, half);
+      const double half_moved = (16 + 4 * r) * ns + 16 * neurons;
+      std::snprintf(note, sizeof note, "%.0f B per step moved, %.1f %% of C on those",
+                    half_moved / ns, 100.0 * half_moved / (b.fwd_ms + b.bwd_ms) / 1e6 / c_gbs);
+      row(tag + "plif forward+backward, bf16 residuals (24 B counted)", b.fwd_ms + b.bwd_ms,
+          24 * ns, note);
     }
     if (steps != 32) continue;
 
