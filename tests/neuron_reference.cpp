@@ -1,6 +1,8 @@
 // Hand-written float64 neurons and their vector-Jacobian products; see neuron_reference.hpp.
 #include "neuron_reference.hpp"
 
+#include <array>
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -332,7 +334,8 @@ class Lif final : public StepModel {
     } else if (o_.decay_input) {  // h = v + (x − v + vr)·k
       gx[0] = gh * k;
       gv[0] = gh * (1.0 - k);
-      gk = gh * (x[0] - v[0] + vr);
+      const double diff = x[0] - v[0];
+      gk = gh * (diff * (ctx.step == ctx.perturb_step ? 1.0 + ctx.perturb_diff_rel : 1.0) + vr);
     } else {  // h = v − (v − vr)·k + x
       gx[0] = gh;
       gv[0] = gh * (1.0 - k);
@@ -596,29 +599,42 @@ std::vector<double> Rng::uniform(std::size_t n, double lo, double hi) {
   return v;
 }
 
-std::pair<std::vector<double>, std::vector<double>> lif_residual_error_bound(
-    const LifOptions& options, const Problem& problem, double rel, double abs) {
+ResidualErrorBound lif_residual_error_bound(const LifOptions& options, const Problem& problem,
+                                            double rel, double abs, double diff_rel) {
   const auto model = make_lif(options);
   const Result base = run(*model, problem);
-  std::vector<double> bx(base.grad_inputs[0].size()), bv(base.grad_initial_states[0].size());
+  ResidualErrorBound bound;
+  bound.grad_x.assign(base.grad_inputs[0].size(), 0.0);
+  bound.grad_v0.assign(base.grad_initial_states[0].size(), 0.0);
+  bound.grad_params.assign(base.grad_params.empty() ? 0 : base.grad_params[0].size(), 0.0);
+  // One value at a time: h (by rel, abs), then x − v (by diff_rel); each with both signs.
+  const std::array<std::array<double, 3>, 2> kinds = {{{rel, abs, 0.0}, {0.0, 0.0, diff_rel}}};
   for (std::int64_t t = 0; t < problem.T; ++t) {
-    std::vector<double> dx(bx.size()), dv(bv.size());
-    for (const double sign : {1.0, -1.0}) {
-      StepContext ctx;
-      ctx.perturb_step = t;
-      ctx.perturb_rel = sign * rel;
-      ctx.perturb_abs = sign * abs;
-      const Result r = run_impl(*model, problem, true, ctx);
-      for (std::size_t e = 0; e < dx.size(); ++e)
-        dx[e] = std::max(dx[e], std::abs(r.grad_inputs[0][e] - base.grad_inputs[0][e]));
-      for (std::size_t n = 0; n < dv.size(); ++n)
-        dv[n] =
-            std::max(dv[n], std::abs(r.grad_initial_states[0][n] - base.grad_initial_states[0][n]));
+    for (const auto& [r_h, a_h, r_d] : kinds) {
+      if (r_h == 0 && a_h == 0 && r_d == 0) continue;
+      std::vector<double> dx(bound.grad_x.size()), dv(bound.grad_v0.size()),
+          dp(bound.grad_params.size());
+      for (const double sign : {1.0, -1.0}) {
+        StepContext ctx;
+        ctx.perturb_step = t;
+        ctx.perturb_rel = sign * r_h;
+        ctx.perturb_abs = sign * a_h;
+        ctx.perturb_diff_rel = sign * r_d;
+        const Result r = run_impl(*model, problem, true, ctx);
+        for (std::size_t e = 0; e < dx.size(); ++e)
+          dx[e] = std::max(dx[e], std::abs(r.grad_inputs[0][e] - base.grad_inputs[0][e]));
+        for (std::size_t n = 0; n < dv.size(); ++n)
+          dv[n] = std::max(dv[n],
+                           std::abs(r.grad_initial_states[0][n] - base.grad_initial_states[0][n]));
+        for (std::size_t k = 0; k < dp.size(); ++k)
+          dp[k] = std::max(dp[k], std::abs(r.grad_params[0][k] - base.grad_params[0][k]));
+      }
+      for (std::size_t e = 0; e < dx.size(); ++e) bound.grad_x[e] += dx[e];
+      for (std::size_t n = 0; n < dv.size(); ++n) bound.grad_v0[n] += dv[n];
+      for (std::size_t k = 0; k < dp.size(); ++k) bound.grad_params[k] += dp[k];
     }
-    for (std::size_t e = 0; e < dx.size(); ++e) bx[e] += dx[e];
-    for (std::size_t n = 0; n < dv.size(); ++n) bv[n] += dv[n];
   }
-  return {bx, bv};
+  return bound;
 }
 
 }  // namespace neuronref

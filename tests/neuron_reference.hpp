@@ -67,9 +67,10 @@ class StepContext {
   double min_margin = std::numeric_limits<double>::infinity();
   std::int64_t step = 0;
   // Backward only: at step perturb_step, LIF reads its charged potential h shifted by
-  // perturb_rel · (|h| + |v_threshold| + |v_reset|) + perturb_abs.
+  // perturb_rel · (|h| + |v_threshold| + |v_reset|) + perturb_abs, and PLIF's w gradient reads
+  // x − v scaled by 1 + perturb_diff_rel.
   std::int64_t perturb_step = -1;
-  double perturb_rel = 0, perturb_abs = 0;
+  double perturb_rel = 0, perturb_abs = 0, perturb_diff_rel = 0;
 };
 
 // One neuron's single step. Parameters handed to a model are only those that get gradients or
@@ -188,11 +189,16 @@ class Rng {
   std::uint64_t s_;
 };
 
-// Per-element bound on the change of LIF's gradients (inputs, then initial state) when every
-// step's backward reads h with an error of at most rel·(|h| + |v_th| + |v_reset|) + abs: the sum
-// over steps of the first-order effect of each step's error, measured by perturbing that step's
-// h alone. Returned as {grad x bound [T·N], grad v0 bound [N]}.
-std::pair<std::vector<double>, std::vector<double>> lif_residual_error_bound(
-    const LifOptions& options, const Problem& problem, double rel, double abs);
+// Per-element bound on the change of LIF's gradients when every step's backward reads h with an
+// error of at most rel·(|h| + |v_th| + |v_reset|) + abs and (PLIF) x − v with a relative error of
+// at most diff_rel: the sum over steps and over the two values of the first-order effect of each
+// one's error, measured by perturbing that step's value alone.
+struct ResidualErrorBound {
+  std::vector<double> grad_x;       // [T·N]
+  std::vector<double> grad_v0;      // [N]
+  std::vector<double> grad_params;  // the first parameter's, per element (PLIF's w: one)
+};
+ResidualErrorBound lif_residual_error_bound(const LifOptions& options, const Problem& problem,
+                                            double rel, double abs, double diff_rel = 0);
 
 }  // namespace neuronref

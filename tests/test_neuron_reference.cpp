@@ -1195,8 +1195,10 @@ TEST(NeuronReference, ResidualStorageDtypes) {
     EXPECT_LT(residual_bytes(*lib.forward.residuals), f32_bytes);
     expect_close(host(lib.forward.outputs.at("s")), ref.outputs[0], "s");
     expect_close(host(lib.forward.final_states.at("v")), ref.final_states[0], "final v");
-    const auto [bx, bv] = dtype == DType::bf16 ? nr::lif_residual_error_bound(o, pr, 0x1p-8, 0)
-                                               : nr::lif_residual_error_bound(o, pr, 0, 0x1p-11);
+    const nr::ResidualErrorBound b = dtype == DType::bf16
+                                         ? nr::lif_residual_error_bound(o, pr, 0x1p-8, 0)
+                                         : nr::lif_residual_error_bound(o, pr, 0, 0x1p-11);
+    const std::vector<double>&bx = b.grad_x, &bv = b.grad_v0;
     const auto total = [](const std::vector<double>& b, const std::vector<double>& want) {
       std::vector<double> r(b.size());
       for (std::size_t i = 0; i < b.size(); ++i)
@@ -1208,6 +1210,45 @@ TEST(NeuronReference, ResidualStorageDtypes) {
     expect_within(host(lib.grads.initial_states.at("v")), ref.grad_initial_states[0],
                   total(bv, ref.grad_initial_states[0]), "grad v0");
   }
+}
+
+// PLIF keeps two residuals a step, h and x − v (for w's gradient). In bf16 each is off by at most
+// 2^-8 of itself; the bound on every gradient, w's included, is the sum over steps and over the two
+// values of each one's first-order effect (measured on the reference), doubled, plus the float32
+// tolerance. The inputs keep every h more than 0.05 from the threshold.
+TEST(NeuronReference, PlifBf16Residuals) {
+  nr::LifOptions o;
+  o.charge = nr::LifOptions::Charge::parametric;
+  const auto model = nr::make_lif(o);
+  const Neuron plif = Neuron::builtin("plif");
+  const std::int64_t T = 8, N = 64;
+  nr::Problem pr = make_problem(*model, T, N, lif_input_range(o), lif_state_range(o), 8300);
+  pr.params = {{-0.4}};
+  enforce_margin(*model, pr, lif_input_range(o), lif_state_range(o), 8300, 0.05);
+  random_upstream(*model, pr, 8300);
+  const nr::Result ref = nr::run(*model, pr);
+  const Call c = make_call(plif, *model, pr, {N});
+  NeuronStorage storage;
+  storage.residual_dtype = DType::bf16;
+  const LibResult lib = run_library(plif, c, storage);
+  EXPECT_LT(residual_bytes(*lib.forward.residuals),
+            residual_bytes(*run_library(plif, c).forward.residuals));
+  expect_close(host(lib.forward.outputs.at("s")), ref.outputs[0], "s");
+  const nr::ResidualErrorBound b = nr::lif_residual_error_bound(o, pr, 0x1p-8, 0, 0x1p-8);
+  const auto total = [](const std::vector<double>& bound, const std::vector<double>& want) {
+    std::vector<double> r(bound.size());
+    for (std::size_t i = 0; i < bound.size(); ++i)
+      r[i] = 2 * bound[i] + kRel * std::abs(want[i]) + kAbsFloor;
+    return r;
+  };
+  expect_within(host(lib.grads.inputs.at("x")), ref.grad_inputs[0],
+                total(b.grad_x, ref.grad_inputs[0]), "grad x");
+  expect_within(host(lib.grads.initial_states.at("v")), ref.grad_initial_states[0],
+                total(b.grad_v0, ref.grad_initial_states[0]), "grad v0");
+  expect_within(host(lib.grads.params.at("w")), ref.grad_params[0],
+                total(b.grad_params, ref.grad_params[0]), "grad w");
+  // The bound is not vacuous: it is far below the gradient itself.
+  EXPECT_LT(b.grad_params[0], 0.05 * std::abs(ref.grad_params[0][0]));
 }
 
 // ================================================================================================

@@ -50,11 +50,18 @@ class RowFusedGenerator {
     return p;
   }
   bool columns() const { return k_.columns; }
-  // The offset of element k of the row in the array whose row offset is `base` (columns: the
-  // layout `desc` has the column's stride at index args.rank).
-  std::string at(const std::string& base, const std::string& desc, const std::string& k) const {
-    return columns() ? cat(base, " + (Off)(", k, ") * (Off)", desc, ".layout.strides[a.rank]")
-                     : cat(base, " + (Off)(", k, ")");
+  // The offset of the thread's element of chunk j (rows: element k) in the array whose row
+  // offset is `base`. Columns: the thread's first element and the step between its chunks
+  // (cq<base>, cj<base>, see column_steps) are computed once.
+  std::string at(const std::string& base, const std::string& k) const {
+    return columns() ? cat("cq", base, " + (Off)j * cj", base) : cat(base, " + (Off)(", k, ")");
+  }
+  // Columns: the thread's element k = j * rbx + rx of the column sits at f + k * stride, the
+  // layout `desc` having the column's stride at index args.rank.
+  void column_steps(const std::string& base, const std::string& desc) {
+    os_.line("const Off cq", base, " = ", base, " + (Off)rx * (Off)", desc,
+             ".layout.strides[a.rank];");
+    os_.line("const Off cj", base, " = (Off)rbx * (Off)", desc, ".layout.strides[a.rank];");
   }
   bool flex_out() const { return k_.stages[final_].target_dtype == DType::flex16; }
   const RowFusedKernel::Operand& op(int i) const { return k_.operand_info[i]; }
@@ -165,9 +172,27 @@ class RowFusedGenerator {
       if (op(i).access == Access::zero && op(i).temp_of < 0)
         os_.line("const float z", i, " = active ? ", load(i, cat("p", i, "[f", i, "]")),
                  " : 0.0f;");
-    load_rows();
-    for (int s = 0; s < final_; ++s) reduction(s);
-    final_stage();
+    if (columns()) {
+      column_steps(cat("ft", final_), cat("t", final_));
+      for (int i = 0; i < n_ops_; ++i)
+        if (op(i).access == Access::unit) column_steps(cat("f", i), cat("o", i));
+    }
+    // Where every chunk of every thread of the block (and cluster) is in range, the stages run
+    // without a check per element: the common case of lengths that fill the threads exactly.
+    if (columns()) {
+      os_.line("const bool full = len == (Idx)kChunks * (Idx)rbx && ",
+               "(Idx)(blockIdx.x / kCluster) * (Idx)32 + (Idx)32 <= rows;");
+    } else {
+      os_.line("const bool full = a.vec && len == (Idx)kChunks * (Idx)rbx * (Idx)kV && ",
+               "(Idx)(blockIdx.x / kCluster) * (Idx)by + (Idx)by <= rows;");
+    }
+    for (const bool full : {true, false}) {
+      full_ = full;
+      CodeStream::Scope branch(os_, full ? "if (full)" : "else");
+      load_rows();
+      for (int s = 0; s < final_; ++s) reduction(s);
+      final_stage();
+    }
     if (flex_out()) os_.line("commit_stats(st, stats);");
     // The cluster's blocks read one another's partials: none leaves before all have read them.
     if (k_.cluster > 1) os_.line("cluster_wait();");
@@ -201,6 +226,17 @@ class RowFusedGenerator {
       os_.line("#pragma unroll");
       CodeStream::Scope chunks(os_, "for (int j = 0; j < kChunks; ++j)");
       os_.line("const Idx k = ((Idx)j * (Idx)rbx + (Idx)rx) * kV;");
+      if (full_) {
+        if (columns()) {
+          os_.line("rv", i, "[j] = ", load(i, cat("p", i, "[", at(cat("f", i), "k"), "]")), ";");
+        } else {
+          os_.line(type, " raw[kV];");
+          os_.line("load_vector(p", i, " + f", i, " + (Off)k, raw);");
+          os_.line("#pragma unroll");
+          os_.line("for (int v = 0; v < kV; ++v) rv", i, "[j * kV + v] = ", load(i, "raw[v]"), ";");
+        }
+        continue;
+      }
       if (!columns()) {
         CodeStream::Scope vec(os_, "if (active && a.vec && k + kV <= len)");
         os_.line(type, " raw[kV];");
@@ -212,8 +248,7 @@ class RowFusedGenerator {
       os_.line("#pragma unroll");
       os_.line("for (int v = 0; v < kV; ++v)");
       os_.line("  rv", i, "[j * kV + v] = active && k + (Idx)v < len ? ",
-               load(i, cat("p", i, "[", at(cat("f", i), cat("o", i), "k + (Idx)v"), "]")),
-               " : 0.0f;");
+               load(i, cat("p", i, "[", at(cat("f", i), "k + (Idx)v"), "]")), " : 0.0f;");
     }
   }
 
@@ -228,7 +263,7 @@ class RowFusedGenerator {
       os_.line("#pragma unroll");
       CodeStream::Scope lanes(os_, "for (int v = 0; v < kV; ++v)");
       os_.line("const Idx k = ((Idx)j * (Idx)rbx + (Idx)rx) * kV + (Idx)v;");
-      os_.line("if (!active || k >= len) continue;");
+      if (!full_) os_.line("if (!active || k >= len) continue;");
       os_.line("const float x[", x_count(s), "] = ", x_init(s, "j * kV + v"), ";");
       os_.line("const float e = stage", s, "_body(x, s);");
       if (k_.reuse && k_.reuse->stage == s)  // kept for the last stage; the row is not read again
@@ -267,17 +302,25 @@ class RowFusedGenerator {
     os_.line("#pragma unroll");
     CodeStream::Scope chunks(os_, "for (int j = 0; j < kChunks; ++j)");
     os_.line("const Idx k = ((Idx)j * (Idx)rbx + (Idx)rx) * kV;");
-    os_.line("if (!active || k >= len) continue;");
+    if (!full_) os_.line("if (!active || k >= len) continue;");
     os_.line("Target", f, " w[kV];");
     os_.line("#pragma unroll");
     {
       CodeStream::Scope lanes(os_, "for (int v = 0; v < kV; ++v)");
-      os_.line("if (k + (Idx)v >= len) break;");
+      if (!full_) os_.line("if (k + (Idx)v >= len) break;");
       os_.line("const float x[", x_count(f), "] = ", x_init(f, "j * kV + v"), ";");
       os_.line("w[v] = ",
                device_store(k_.stages[f].target_dtype, cat("stage", f, "_body(x, s)"),
                             cat("t", f, ".iwl"), "st"),
                ";");
+    }
+    if (full_ && !columns()) {
+      os_.line("store_vector(pt", f, " + ft", f, " + (Off)k, w);");
+      return;
+    }
+    if (full_) {
+      os_.line("pt", f, "[", at(cat("ft", f), "k"), "] = w[0];");
+      return;
     }
     if (!columns()) {
       os_.line("if (a.vec && k + kV <= len) {");
@@ -286,8 +329,7 @@ class RowFusedGenerator {
       os_.line("}");
     }
     os_.line("for (int v = 0; v < kV; ++v)");
-    os_.line("  if (k + (Idx)v < len) pt", f, "[", at(cat("ft", f), cat("t", f), "k + (Idx)v"),
-             "] = w[v];");
+    os_.line("  if (k + (Idx)v < len) pt", f, "[", at(cat("ft", f), "k + (Idx)v"), "] = w[v];");
   }
 
   const RowFusedKernel& k_;
@@ -296,6 +338,7 @@ class RowFusedGenerator {
   const int n_scalars_;
   const int rank_;
   const int final_;
+  bool full_ = false;  // emitting the body for blocks whose every element is in range
   CodeStream os_;
 };
 

@@ -60,7 +60,26 @@ FLEXKIT_HD float exp_reduced(float r) {
   return fadd_rn(fmul_rn(p, r), 1.0f);
 }
 
+// 1.5 · 2^23: y + kRoundShift rounds y (|y| < 2^22) to an integer, half to even, and holds that
+// integer k in its low mantissa bits, 0x4b400000 + k.
+inline constexpr float kRoundShift = 12582912.0f;
+
 FLEXKIT_HD float exp_f(float x) {
+  // |x| <= 86 (false for NaN): k = rint(x log2e) is in [-125, 125], so the result is p · 2^k
+  // with 2^k a normal float. k is rounded by the shift, and 2^k's bits are the shifted sum's
+  // low bits moved to the exponent field ((0x4b400000 + k + 127) << 23 wraps to (k + 127) << 23):
+  // the same k, r and product as the general path below, with no conversion and no branch.
+#if FLEXKIT_DEVICE_PASS
+  const float magnitude = fabsf(x);
+#else
+  const float magnitude = __builtin_fabsf(x);
+#endif
+  if (magnitude <= 86.0f) {
+    const float shifted = fadd_rn(fmul_rn(x, kLog2e), kRoundShift);
+    const float k = fsub_rn(shifted, kRoundShift);
+    const float r = fsub_rn(fsub_rn(x, fmul_rn(k, kLn2Hi)), fmul_rn(k, kLn2Lo));
+    return fmul_rn(exp_reduced(r), bits_to_float((float_to_bits(shifted) + 127u) << 23));
+  }
   if (is_nan(x)) return x;
   if (x > 88.72283935546875f) return bits_to_float(0x7f800000u);  // beyond FLT_MAX
   if (x < -103.97208404541016f) return 0.0f;                      // below half the least subnormal
