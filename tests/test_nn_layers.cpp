@@ -360,6 +360,28 @@ TEST(NnGradients, SequentialWithoutTheInputGradientKeepsTheParameterGradients) {
   }
 }
 
+// The layers in front of the first trainable one get no backward without the input gradient;
+// what their training forward kept goes with the step instead of being held to the next forward.
+TEST(NnGradients, SequentialDropsWhatSkippedLayersKept) {
+  std::mt19937_64 gen(45);
+  Sequential net = parse_architecture("maxpool(2) flatten linear(3)", {2, 4, 4});
+  net.to(test::device());
+  Rng rng(46);
+  net.reset_parameters(rng);
+  net.set_training(true);
+  net.set_input_gradient(false);
+  const Array x = uniform_array({2, 4, 4, 1, 5}, gen, -2, 2);
+  const Array y = net.forward(x);
+  std::mt19937_64 g_gen(47);
+  const Array g = uniform_array(y.shape(), g_gen);
+  EXPECT_FALSE(net.backward(g).defined());
+  // The pool's saved input is gone: a backward through it has nothing left to work from.
+  EXPECT_THROW(net[0].backward(uniform_array({2, 2, 2, 1, 5}, g_gen)), ValueError);
+  // The next step trains as before.
+  net.forward(x);
+  EXPECT_FALSE(net.backward(g).defined());
+}
+
 TEST(NnGradients, AccumulateOverBackwardCalls) {
   std::mt19937_64 gen(31);
   Linear layer(3, 2, true);

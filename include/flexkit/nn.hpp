@@ -117,6 +117,10 @@ class Layer {
   virtual void reset_parameters(Rng&) {}
   // Moves parameters to a device (and drops anything kept for backward).
   virtual void to(Device device);
+  // Drops what the last training forward kept for backward (a backward after it throws).
+  // Sequential::backward calls it on the layers whose backward it skips, so that their saved
+  // activations do not outlive the step.
+  virtual void drop_saved() {}
   // A JSON object describing the layer completely (type, sizes, settings).
   virtual JsonValue config() const = 0;
   void set_training(bool training) { training_ = training; }
@@ -186,6 +190,7 @@ class Linear : public Layer {
   std::vector<Parameter*> parameters() override;
   void reset_parameters(Rng& rng) override;
   void to(Device device) override;
+  void drop_saved() override { input_ = Array(); }
   JsonValue config() const override;
   Parameter& weight() { return weight_; }
   Parameter& bias() { return bias_; }
@@ -213,6 +218,7 @@ class Conv2d : public Layer {
   std::vector<Parameter*> parameters() override;
   void reset_parameters(Rng& rng) override;
   void to(Device device) override;
+  void drop_saved() override { saved_input_ = Array(); }
   JsonValue config() const override;
   Parameter& weight() { return weight_; }
   Parameter& bias() { return bias_; }
@@ -235,6 +241,7 @@ class Pool2d : public Layer {
   Shape output_features(const Shape& input) const override;
   Array forward(const Array& x) override;
   Array backward(const Array& grad_output) override;
+  void drop_saved() override;
   JsonValue config() const override;
 
  private:
@@ -263,6 +270,7 @@ class BatchNorm : public Layer {
   std::vector<Parameter*> parameters() override;
   void reset_parameters(Rng& rng) override;
   void to(Device device) override;
+  void drop_saved() override;
   JsonValue config() const override;
 
   // Folded into the spiking layer after it (Sequential does this in training): the batch
@@ -332,6 +340,7 @@ class Dropout : public Layer {
   Shape output_features(const Shape& input) const override { return input; }
   Array forward(const Array& x) override;
   Array backward(const Array& grad_output) override;
+  void drop_saved() override { mask_ = Array(); }
   std::string capture_obstacle() const override;
   JsonValue config() const override;
   Rng& rng() { return rng_; }
@@ -366,6 +375,7 @@ class Spiking : public Layer {
   std::vector<Parameter*> parameters() override;
   void reset_parameters(Rng& rng) override;
   void to(Device device) override;
+  void drop_saved() override;
   JsonValue config() const override;
   const Neuron& neuron() const { return neuron_; }
   std::int64_t time_steps() const { return steps_; }

@@ -205,6 +205,10 @@ void BatchNorm::reset_parameters(Rng&) {
 void BatchNorm::to(Device device) {
   Layer::to(device);
   for (Parameter* p : parameters()) move_parameter(*p, device);
+  drop_saved();
+}
+
+void BatchNorm::drop_saved() {
   x_hat_ = Array();
   inv_std_ = Array();
   x_ = Array();

@@ -107,7 +107,7 @@ void Conv2d::to(Device device) {
   Layer::to(device);
   move_parameter(weight_, device);
   if (has_bias_) move_parameter(bias_, device);
-  saved_input_ = Array();
+  drop_saved();
 }
 
 JsonValue Conv2d::config() const {

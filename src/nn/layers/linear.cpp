@@ -102,7 +102,7 @@ void Linear::to(Device device) {
   Layer::to(device);
   move_parameter(weight_, device);
   if (has_bias_) move_parameter(bias_, device);
-  input_ = Array();
+  drop_saved();
 }
 
 JsonValue Linear::config() const {

@@ -162,10 +162,14 @@ Array Pool2d::backward(const Array& grad_output) {
   Shape in_shape = input_.shape();
   const std::int64_t merged = in_shape.back();
   in_shape.pop_back();
-  input_ = Array();
-  output_ = Array();
+  drop_saved();
   const std::int64_t batch = grad_output.dim(grad_output.rank() - 1);
   return grad_x.reshape(with_time_batch(in_shape, merged / batch, batch));
+}
+
+void Pool2d::drop_saved() {
+  input_ = Array();
+  output_ = Array();
 }
 
 JsonValue Pool2d::config() const {

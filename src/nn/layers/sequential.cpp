@@ -64,6 +64,8 @@ Array Sequential::backward(const Array& grad_output,
     layers_[i]->set_input_gradient(input_gradient_ || i > first_trainable);
   for (std::size_t i = layers_.size(); i-- > 0;) {
     if (!g.defined() && !input_gradient_) {  // nothing below needs a gradient
+      layers_[i]->drop_saved();
+      if (i < folded_.size()) folded_[i] = 0;
       if (layer_done) layer_done(i);
       continue;
     }

@@ -111,6 +111,10 @@ void Spiking::reset_parameters(Rng&) {
 void Spiking::to(Device device) {
   Layer::to(device);
   for (Parameter& p : params_) move_parameter(p, device);
+  drop_saved();
+}
+
+void Spiking::drop_saved() {
   residuals_ = nullptr;
   folded_ = false;
   fold_gradients_ = {};
