@@ -98,9 +98,20 @@ TEST(FloatMath, SpecialValues) {
 TEST(FloatMath, KernelsStoreTheHostBits) {
   std::vector<float> x = sample(-20.0f, 20.0f, 5, 1 << 16);
   std::vector<float> p = every_binade(6, 1 << 16);
+  // exp over its whole range: |x| <= 86 takes the short path, the rest (overflow, subnormal
+  // results, zero) the general one; NaN and the infinities among them.
+  std::vector<float> w = sample(-110.0f, 95.0f, 7, 1 << 16);
+  w[0] = std::numeric_limits<float>::quiet_NaN();
+  w[1] = std::numeric_limits<float>::infinity();
+  w[2] = -std::numeric_limits<float>::infinity();
+  w[3] = 86.0f;
+  w[4] = std::nextafter(86.0f, 100.0f);
+  w[5] = -86.0f;
+  w[6] = std::nextafter(-86.0f, -100.0f);
   const auto n = static_cast<std::int64_t>(x.size());
   const Array xs = Array::from_floats(x, {n}, DType::f32, test::device());
   const Array ps = Array::from_floats(p, {n}, DType::f32, test::device());
+  const Array ws = Array::from_floats(w, {n}, DType::f32, test::device());
   struct Case {
     const char* name;
     Expr e;
@@ -109,6 +120,7 @@ TEST(FloatMath, KernelsStoreTheHostBits) {
   };
   const std::vector<Case> cases = {
       {"exp", exp(Expr(xs)), [](float v) { return portable::exp_f(v); }, &x},
+      {"exp, whole range", exp(Expr(ws)), [](float v) { return portable::exp_f(v); }, &w},
       {"exp2", exp2(Expr(xs)), [](float v) { return portable::exp2_f(v); }, &x},
       {"log", log(Expr(ps)), [](float v) { return portable::log_f(v); }, &p},
       {"log2", log2(Expr(ps)), [](float v) { return portable::log2_f(v); }, &p},
