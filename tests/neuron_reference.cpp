@@ -1,9 +1,8 @@
 // Hand-written float64 neurons and their vector-Jacobian products; see neuron_reference.hpp.
 #include "neuron_reference.hpp"
 
-#include <array>
-
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
