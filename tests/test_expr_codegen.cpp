@@ -260,6 +260,37 @@ TEST(ExprCodegen, RowFusedLongRowsSplitOverClusters) {
   EXPECT_TRUE(compile_fused(Array::empty({32, 80}, DType::f32), small - max(small, 1), 8, 1));
 }
 
+TEST(ExprCodegen, IndexDividerMatchesDivision) {
+  // Generated kernels unravel 32-bit indices (below 2^31) with a multiply-high and a shift:
+  // every divisor up to 4096, then powers of two and their neighbours up to 2^31, each against
+  // the dividends where the quotient steps, the extremes and pseudo-random ones.
+  std::vector<std::int64_t> divisors;
+  for (std::int64_t d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (int b = 12; b <= 31; ++b)
+    for (std::int64_t delta : {-3, -1, 0, 1, 7})
+      if ((std::int64_t{1} << b) + delta <= (std::int64_t{1} << 31))
+        divisors.push_back((std::int64_t{1} << b) + delta);
+  divisors.push_back(100352);  // csnn's 128·28·28 and such
+  divisors.push_back(2147483647);
+  std::uint64_t state = 12345;
+  const std::uint32_t top = 0x7fffffffu;
+  for (const std::int64_t d : divisors) {
+    const portable::IndexDivider divider = portable::make_index_divider(d);
+    std::vector<std::uint32_t> xs = {0, 1, top, top - 1};
+    for (std::uint64_t q :
+         {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{top} / d, std::uint64_t{top} / d / 2})
+      for (std::int64_t off : {-1, 0, 1})
+        if (q * d + off <= top) xs.push_back(static_cast<std::uint32_t>(q * d + off));
+    for (int r = 0; r < 64; ++r) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      xs.push_back(static_cast<std::uint32_t>(state >> 33));  // below 2^31
+    }
+    for (const std::uint32_t x : xs)
+      ASSERT_EQ(portable::divide_index(x, divider), x / static_cast<std::uint64_t>(d))
+          << x << " / " << d;
+  }
+}
+
 TEST(ExprCodegen, ColumnFusedPlansCompile) {
   // A reduction along another axis than the last: a warp's lanes hold neighbouring columns.
   Array s = filled({4096, 640});

@@ -29,6 +29,7 @@ struct ExprArgs {
   int32_t rank;
   int32_t block_x;
   uint64_t seed;
+  IndexDivider dividers[kLayoutMaxRank];
 };
 struct ExprStats {
   int max_abs_m;

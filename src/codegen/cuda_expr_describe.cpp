@@ -89,6 +89,7 @@ StridedLayout contiguous_layout(const Shape& shape) {
 void set_space(ExprArgs& args, const StridedLayout& l) {
   args.rank = l.rank;
   for (int d = 0; d < l.rank; ++d) args.shape[d] = l.shape[d];
+  set_shape_dividers(args);
 }
 
 std::string stage_name(const ir::Stage& stage) {
@@ -278,6 +279,22 @@ int elements_per_thread(std::size_t operand_count) {
   return operand_count <= 1 ? 16 : (operand_count <= 3 ? 8 : (operand_count <= 8 ? 4 : 2));
 }
 
+namespace {
+
+// An elementwise thread holds its elements of every operand and of the target in registers;
+// narrow dtypes (u8 spikes, bf16, flex16) leave room for more of them in the same 32 registers,
+// which spreads a strided kernel's index arithmetic over more elements. All-f32 kernels keep
+// the count-based choice.
+int elementwise_elements_per_thread(const std::vector<DType>& operands, DType target) {
+  std::size_t bytes = itemsize(target);
+  for (const DType d : operands) bytes += itemsize(d);
+  int ept = elements_per_thread(operands.size());
+  while (ept < 16 && bytes * static_cast<std::size_t>(2 * ept) <= 128) ept *= 2;
+  return ept;
+}
+
+}  // namespace
+
 ExprKernel describe_stage(const ir::Stage& stage) {
   if (!stage.target.defined())
     throw ValueError("expression stage: the target is an empty array handle");
@@ -304,7 +321,9 @@ ExprKernel describe_stage(const ir::Stage& stage) {
     k.operand_dtypes.push_back(a.dtype());
   }
   for (double v : body.scalars) k.scalars.push_back(static_cast<float>(v));
-  k.elements_per_thread = elements_per_thread(body.operands.size());
+  k.elements_per_thread = stage.reduce
+                              ? elements_per_thread(body.operands.size())
+                              : elementwise_elements_per_thread(k.operand_dtypes, k.target_dtype);
   if (stage.reduce)
     describe_reduction(stage, k);
   else

@@ -140,8 +140,15 @@ class Generator {
     }
     os_.line("Idx rem", suffix, " = ", linear, ";");
     for (int d = rank_ - 1; d > 0; --d) {
-      os_.line("const Idx c", d, suffix, " = rem", suffix, " % (Idx)a.shape[", d, "];");
-      os_.line("rem", suffix, " /= (Idx)a.shape[", d, "];");
+      if (k_.index64) {
+        os_.line("const Idx c", d, suffix, " = rem", suffix, " % (Idx)a.shape[", d, "];");
+        os_.line("rem", suffix, " /= (Idx)a.shape[", d, "];");
+        continue;
+      }
+      os_.line("const Idx q", d, suffix, " = divide_index(rem", suffix, ", a.dividers[", d, "]);");
+      os_.line("const Idx c", d, suffix, " = rem", suffix, " - q", d, suffix, " * (Idx)a.shape[", d,
+               "];");
+      os_.line("rem", suffix, " = q", d, suffix, ";");
     }
     os_.line("const Idx c0", suffix, " = rem", suffix, ";");
     auto offset = [&](const std::string& name, const std::string& desc) {

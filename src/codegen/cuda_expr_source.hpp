@@ -52,6 +52,8 @@ struct ExprArgs {
   std::int32_t rank;
   std::int32_t block_x;
   std::uint64_t seed;  // flex16 stochastic rounding (ExprKernel::stochastic)
+  // Dividers by shape[d] for unravelling 32-bit indices (set with the shape; see set_space).
+  portable::IndexDivider dividers[portable::kLayoutMaxRank];
 };
 
 // A flex16 write's statistics as the kernels accumulate them (one atomic per block). `host`
@@ -139,6 +141,12 @@ struct ExprKernel {
 // Describes `stage` for a CUDA launch: validates what codegen depends on (dtypes available on
 // CUDA, target shape) and throws DTypeError / ShapeError naming the stage otherwise.
 ExprKernel describe_stage(const ir::Stage& stage);
+
+// args.dividers from args.shape and args.rank.
+inline void set_shape_dividers(ExprArgs& args) {
+  for (int d = 0; d < args.rank; ++d)
+    args.dividers[d] = portable::make_index_divider(args.shape[d]);
+}
 
 // The structural cache key of a described kernel (what describe_stage stores in ExprKernel::key):
 // everything the generated source depends on, and no sizes, pointers or values.

@@ -300,6 +300,7 @@ std::optional<RowFusedKernel> describe_row_fused(const ir::Plan& plan, int max_c
   k.args.k = len;
   k.args.rank = layouts[0].rank;
   for (int d = 0; d < layouts[0].rank; ++d) k.args.shape[d] = layouts[0].shape[d];
+  set_shape_dividers(k.args);
 
   const std::size_t parameter_bytes = sizeof(ExprOperand) * (arrays.size() + stages.size()) +
                                       sizeof(float) * k.scalars.size() + sizeof(ExprArgs) +

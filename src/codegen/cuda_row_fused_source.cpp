@@ -202,8 +202,14 @@ class RowFusedGenerator {
   void unravel() {
     os_.line("Idx rem = active ? row : 0;");
     for (int d = rank_ - 1; d > 0; --d) {
-      os_.line("const Idx c", d, " = rem % (Idx)a.shape[", d, "];");
-      os_.line("rem /= (Idx)a.shape[", d, "];");
+      if (k_.index64) {
+        os_.line("const Idx c", d, " = rem % (Idx)a.shape[", d, "];");
+        os_.line("rem /= (Idx)a.shape[", d, "];");
+        continue;
+      }
+      os_.line("const Idx q", d, " = divide_index(rem, a.dividers[", d, "]);");
+      os_.line("const Idx c", d, " = rem - q", d, " * (Idx)a.shape[", d, "];");
+      os_.line("rem = q", d, ";");
     }
     if (rank_ > 0) os_.line("const Idx c0 = rem;");
     os_.line("(void)rem;");

@@ -13,6 +13,35 @@ struct StridedLayout {
   int64_t strides[kLayoutMaxRank];  // in elements; 0 on broadcast axes
 };
 
+// Division of a 32-bit index below 2^31 by a run-time extent d as a multiply-high and a shift,
+// the round-up method of Granlund and Montgomery: multiplier = ceil(2^(31 + l) / d) with
+// l = ceil(log2 d) (below 2^32), shift = l - 1. Then m·d - 2^(31+l) < d <= 2^l, which makes
+// floor(x·m / 2^(31+l)) = floor(x / d) for every x < 2^31. d = 1: multiplier 0, the index itself.
+// Generated kernels unravel indices with it: a hardware division is a long instruction sequence.
+struct IndexDivider {
+  uint32_t multiplier;
+  uint32_t shift;
+};
+
+FLEXKIT_HD IndexDivider make_index_divider(int64_t d) {
+  if (d <= 1) return {0, 0};
+  int l = 0;
+  while ((int64_t{1} << l) < d) ++l;
+  const uint64_t m =
+      ((uint64_t{1} << (31 + l)) + static_cast<uint64_t>(d) - 1) / static_cast<uint64_t>(d);
+  return {static_cast<uint32_t>(m), static_cast<uint32_t>(l - 1)};
+}
+
+FLEXKIT_HD uint32_t divide_index(uint32_t x, IndexDivider divider) {
+#if FLEXKIT_DEVICE_PASS
+  const uint32_t high = __umulhi(x, divider.multiplier);
+#else
+  const uint32_t high =
+      static_cast<uint32_t>((static_cast<uint64_t>(x) * divider.multiplier) >> 32);
+#endif
+  return divider.multiplier == 0 ? x : high >> divider.shift;
+}
+
 // Element offset of the `linear`-th element in row-major order of the view. Index is the type
 // the divisions run in: uint32_t when the element count allows (much cheaper on GPUs), else
 // int64_t.
