@@ -100,33 +100,54 @@ struct IntegerGemmArgs {
   ConvGather gather;  // the implicit-GEMM kernels only
 };
 
-// The end of one output element: the portable epilogue decides the value, this only reads the
-// old output (beta != 0), writes, and records statistics.
-__device__ __forceinline__ void finish_element(const IntegerGemmArgs& p, int64_t batch, int64_t row,
-                                               int64_t col, int64_t acc,
-                                               portable::GemmStats& stats) {
+// The output's offset of element (batch, row, col).
+__device__ __forceinline__ int64_t output_offset(const IntegerGemmArgs& p, int64_t batch,
+                                                 int64_t row, int64_t col) {
+  return batch * p.c.batch_stride + row * p.c.row_stride + col * p.c.col_stride;
+}
+
+// The old output at `offset` as bits (a float's, or an int16 mantissa's), 0 where beta is 0 (the
+// output is then never read). Separate from finish_given_old so that a thread can have the loads
+// of several elements in flight before it uses them.
+__device__ __forceinline__ uint32_t load_old_output(const IntegerGemmArgs& p, int64_t offset) {
+  if (!p.epilogue.reads_old) return 0;
+  if (p.out_is_f32) return __float_as_uint(static_cast<const float*>(p.c.data)[offset]);
+  return uint16_t(static_cast<const int16_t*>(p.c.data)[offset]);
+}
+
+// The end of one output element whose old value (load_old_output) is at hand: the portable
+// epilogue decides the value, this only writes and records statistics.
+__device__ __forceinline__ void finish_given_old(const IntegerGemmArgs& p, int64_t offset,
+                                                 int64_t acc, uint32_t old_bits,
+                                                 portable::GemmStats& stats) {
   const portable::GemmEpilogue& e = p.epilogue;
-  const int64_t offset = batch * p.c.batch_stride + row * p.c.row_stride + col * p.c.col_stride;
   if (p.out_is_f32) {
-    float* out = static_cast<float*>(p.c.data) + offset;
     // The host rejects measure + f32 output + reads_old (gemm_stats_measure takes an int16 old).
     if (p.measure) {
       portable::gemm_stats_measure(stats, e, acc, 0);
       return;
     }
-    const float old = e.reads_old ? *out : 0.0f;
-    *out = portable::gemm_f32_result(e, acc, old);
+    static_cast<float*>(p.c.data)[offset] =
+        portable::gemm_f32_result(e, acc, __uint_as_float(old_bits));
     return;
   }
-  int16_t* out = static_cast<int16_t*>(p.c.data) + offset;
-  const int16_t old = e.reads_old ? *out : int16_t(0);
+  const int16_t old = static_cast<int16_t>(old_bits);
   if (p.measure) {
     portable::gemm_stats_measure(stats, e, acc, old);
     return;
   }
   const portable::Flex16Code code = portable::gemm_flex16_result(e, acc, old);
-  *out = code.m;
+  static_cast<int16_t*>(p.c.data)[offset] = code.m;
   portable::gemm_stats_store(stats, code);
+}
+
+// The end of one output element: reads the old output (beta != 0), writes, and records
+// statistics.
+__device__ __forceinline__ void finish_element(const IntegerGemmArgs& p, int64_t batch, int64_t row,
+                                               int64_t col, int64_t acc,
+                                               portable::GemmStats& stats) {
+  const int64_t offset = output_offset(p, batch, row, col);
+  finish_given_old(p, offset, acc, load_old_output(p, offset), stats);
 }
 
 // Whether every output of the call takes the common epilogue (flex16 out, alpha 1, beta 0, a right
