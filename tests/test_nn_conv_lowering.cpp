@@ -1,6 +1,7 @@
 // The lowered f32 convolution (columns + matrix products, what CUDA runs for f32 layers)
 // against the planned convolution kernels, forced on this test's device, for fprop, bprop and
-// update over several geometries.
+// update over several geometries; and the integer update over gathered taps (what CUDA runs for
+// a first layer of few taps) against the planned update, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,6 +109,70 @@ TEST(ConvLowering, U8SpikesGiveTheF32Results) {
   nn::heavy::conv_update(plan, saved, g, gf_u8, {}, ConvRoute::lowered);
   nn::heavy::conv_update(plan, {as_f32}, g, gf_f32, {}, ConvRoute::planned);
   expect_close(gf_u8, gf_f32, "update");
+}
+
+Array random_flex16(const Shape& shape, int iwl, std::mt19937& rng, Device device) {
+  std::uniform_int_distribution<int> u(-32768, 32767);
+  std::vector<std::int16_t> m(static_cast<std::size_t>(shape_numel(shape)));
+  for (std::int16_t& x : m) x = static_cast<std::int16_t>(u(rng));
+  return Array::from_flex16(m, iwl, shape, device);
+}
+
+void expect_same_flex16(const Array& got, const Array& want, const char* what) {
+  ASSERT_EQ(got.dtype(), DType::flex16) << what;
+  EXPECT_EQ(got.iwl(), want.iwl()) << what;
+  const std::vector<std::int16_t> a = got.to_vector<std::int16_t>(),
+                                  b = want.to_vector<std::int16_t>();
+  ASSERT_EQ(a.size(), b.size()) << what;
+  int bad = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i] && ++bad <= 3)
+      ADD_FAILURE() << what << " element " << i << ": " << a[i] << " against " << b[i];
+  EXPECT_EQ(bad, 0) << what;
+  EXPECT_EQ(got.stats().max_abs_m, want.stats().max_abs_m) << what;
+  EXPECT_EQ(got.stats().saturated, want.stats().saturated) << what;
+}
+
+// The integer update over the input's gathered taps (a 1×1 convolution's update over a
+// (C·R·S, P, Q, B) input) gives the planned update's mantissas, exponent and statistics: the
+// same exact sums, rounded once. Full-range mantissas and an exponent one step too fine exercise
+// rounding and saturation; beta = 1 the accumulating path (the old values at another exponent);
+// u8 spikes the other input kind. The first case is csnn's first layer in small (one channel).
+TEST(ConvLowering, IntegerUpdateOverGatheredTapsIsTheSame) {
+  const Device device = test::device();
+  std::mt19937 rng(13);
+  for (const Case& t : {Case{1, 12, 10, 8, 16, 3, 1, 1}, Case{3, 7, 6, 16, 5, 3, 2, 1},
+                        Case{2, 9, 9, 8, 3, 2, 1, 0}}) {
+    for (const bool spikes : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "c" << t.c << " k" << t.k << " kernel " << t.kernel
+                                        << (spikes ? " u8 input" : " flex16 input"));
+      const ConvPlan plan({t.c, t.h, t.w, t.b}, {t.c, t.kernel, t.kernel, t.k},
+                          {.padding = {t.pad}, .stride = {t.stride}});
+      const Array x =
+          spikes ? evaluate(gt(Expr(random_array(plan.input_shape(), rng, device)), Expr(0.0)),
+                            DType::u8)
+                 : random_flex16(plan.input_shape(), 2, rng, device);
+      const Array g = random_flex16(plan.output_shape(), -3, rng, device);
+      // The exponent that holds the result, found by the exact policy, less one.
+      Array probe = Array::zeros(plan.filter_shape(), DType::flex16, device);
+      nn::heavy::conv_update(plan, {x}, g, probe, {.iwl_policy = IwlPolicy::exact},
+                             ConvRoute::planned);
+      const int fine = probe.iwl() - 1;
+      for (const double beta : {0.0, 1.0}) {
+        Array old = random_flex16(plan.filter_shape(), fine + 2, rng, device);
+        Array over_taps = old.clone(), planned = old.clone();
+        const ConvOptions options{.beta = beta, .iwl = fine};
+        nn::heavy::conv_update(plan, {x}, g, over_taps, options, ConvRoute::lowered);
+        nn::heavy::conv_update(plan, {x}, g, planned, options, ConvRoute::planned);
+        expect_same_flex16(over_taps, planned, beta == 0.0 ? "beta 0" : "beta 1");
+        if (t.c == 1 && !spikes) {  // what the automatic choice runs (over the taps on CUDA)
+          Array automatic = old.clone();
+          nn::heavy::conv_update(plan, {x}, g, automatic, options);
+          expect_same_flex16(automatic, planned, "automatic");
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
