@@ -1,7 +1,7 @@
 // The lowered f32 convolution (columns + matrix products, what CUDA runs for f32 layers)
 // against the planned convolution kernels, forced on this test's device, for fprop, bprop and
-// update over several geometries; and the integer update over gathered taps (what CUDA runs for
-// a first layer of few taps) against the planned update, bit for bit.
+// update over several geometries; and integer fprop and update over gathered taps (what CUDA runs
+// for a first layer of few taps) against the planned kernels, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -133,12 +133,12 @@ void expect_same_flex16(const Array& got, const Array& want, const char* what) {
   EXPECT_EQ(got.stats().saturated, want.stats().saturated) << what;
 }
 
-// The integer update over the input's gathered taps (a 1×1 convolution's update over a
-// (C·R·S, P, Q, B) input) gives the planned update's mantissas, exponent and statistics: the
-// same exact sums, rounded once. Full-range mantissas and an exponent one step too fine exercise
+// Integer fprop and update over the input's gathered taps (a 1×1 convolution over a
+// (C·R·S, P, Q, B) input) give the planned kernels' mantissas, exponent and statistics: the same
+// exact sums, rounded once. Full-range mantissas and an exponent one step too fine exercise
 // rounding and saturation; beta = 1 the accumulating path (the old values at another exponent);
 // u8 spikes the other input kind. The first case is csnn's first layer in small (one channel).
-TEST(ConvLowering, IntegerUpdateOverGatheredTapsIsTheSame) {
+TEST(ConvLowering, IntegerProductsOverGatheredTapsAreTheSame) {
   const Device device = test::device();
   std::mt19937 rng(13);
   for (const Case& t : {Case{1, 12, 10, 8, 16, 3, 1, 1}, Case{3, 7, 6, 16, 5, 3, 2, 1},
@@ -152,23 +152,39 @@ TEST(ConvLowering, IntegerUpdateOverGatheredTapsIsTheSame) {
           spikes ? evaluate(gt(Expr(random_array(plan.input_shape(), rng, device)), Expr(0.0)),
                             DType::u8)
                  : random_flex16(plan.input_shape(), 2, rng, device);
+      const Array f = random_flex16(plan.filter_shape(), -1, rng, device);
       const Array g = random_flex16(plan.output_shape(), -3, rng, device);
-      // The exponent that holds the result, found by the exact policy, less one.
-      Array probe = Array::zeros(plan.filter_shape(), DType::flex16, device);
-      nn::heavy::conv_update(plan, {x}, g, probe, {.iwl_policy = IwlPolicy::exact},
+      // The exponents that hold the results, found by the exact policy, less one.
+      Array probe_y = Array::zeros(plan.output_shape(), DType::flex16, device);
+      nn::heavy::conv_fprop(plan, x, f, probe_y, false, ConvRoute::planned,
+                            {.iwl_policy = IwlPolicy::exact});
+      Array probe_f = Array::zeros(plan.filter_shape(), DType::flex16, device);
+      nn::heavy::conv_update(plan, {x}, g, probe_f, {.iwl_policy = IwlPolicy::exact},
                              ConvRoute::planned);
-      const int fine = probe.iwl() - 1;
+      const bool first_layer = t.c == 1 && !spikes;  // what the automatic choice gathers on CUDA
       for (const double beta : {0.0, 1.0}) {
-        Array old = random_flex16(plan.filter_shape(), fine + 2, rng, device);
-        Array over_taps = old.clone(), planned = old.clone();
-        const ConvOptions options{.beta = beta, .iwl = fine};
-        nn::heavy::conv_update(plan, {x}, g, over_taps, options, ConvRoute::lowered);
-        nn::heavy::conv_update(plan, {x}, g, planned, options, ConvRoute::planned);
-        expect_same_flex16(over_taps, planned, beta == 0.0 ? "beta 0" : "beta 1");
-        if (t.c == 1 && !spikes) {  // what the automatic choice runs (over the taps on CUDA)
-          Array automatic = old.clone();
-          nn::heavy::conv_update(plan, {x}, g, automatic, options);
-          expect_same_flex16(automatic, planned, "automatic");
+        const char* what = beta == 0.0 ? "beta 0" : "beta 1";
+        const ConvOptions fprop_options{.beta = beta, .iwl = probe_y.iwl() - 1};
+        const Array old_y = random_flex16(plan.output_shape(), probe_y.iwl() + 1, rng, device);
+        Array y_taps = old_y.clone(), y_planned = old_y.clone(), y_automatic = old_y.clone();
+        nn::heavy::conv_fprop(plan, x, f, y_taps, false, ConvRoute::lowered, fprop_options);
+        nn::heavy::conv_fprop(plan, x, f, y_planned, false, ConvRoute::planned, fprop_options);
+        expect_same_flex16(y_taps, y_planned, what);
+        if (first_layer) {
+          nn::heavy::conv_fprop(plan, x, f, y_automatic, false, ConvRoute::automatic,
+                                fprop_options);
+          expect_same_flex16(y_automatic, y_planned, "fprop, automatic");
+        }
+
+        const ConvOptions update_options{.beta = beta, .iwl = probe_f.iwl() - 1};
+        const Array old_f = random_flex16(plan.filter_shape(), probe_f.iwl() + 1, rng, device);
+        Array f_taps = old_f.clone(), f_planned = old_f.clone(), f_automatic = old_f.clone();
+        nn::heavy::conv_update(plan, {x}, g, f_taps, update_options, ConvRoute::lowered);
+        nn::heavy::conv_update(plan, {x}, g, f_planned, update_options, ConvRoute::planned);
+        expect_same_flex16(f_taps, f_planned, what);
+        if (first_layer) {
+          nn::heavy::conv_update(plan, {x}, g, f_automatic, update_options);
+          expect_same_flex16(f_automatic, f_planned, "update, automatic");
         }
       }
     }

@@ -185,12 +185,55 @@ void columns_adjoint(const Geometry& g, const Array& columns, const Array& grad_
     }
 }
 
+// Filter values per output channel up to which an integer convolution runs over its gathered
+// taps: the deep-K kernel's smaller side (backend/cuda/gemm/gemm_deep_k.hpp).
+constexpr std::int64_t kGatheredTapsMaxRows = 64;
+
+// Whether an integer fprop or update (a flex16 or u8 input; a flex16 filter or output gradient)
+// runs over the input's gathered taps, as a 1×1 convolution over a (C·R·S, P, Q, B) input: forced
+// by the route, or automatically on CUDA for a filter of a few taps of a few channels (csnn's
+// first layer: one channel, 3 × 3). The planned kernels pad its C·R·S = 9 taps to 128-wide
+// tiles and gather every tap per output position: 138 µs (fprop) and 135 µs (update) on an H100
+// for the csnn batch, where a 1×1 product with as many outputs takes about 40 µs.
+bool over_gathered_taps(const ConvPlan& plan, const Array& input, ConvRoute route) {
+  if (route == ConvRoute::planned) return false;
+  if (route == ConvRoute::lowered) {
+    if (!plain_geometry(plan))
+      throw UnsupportedError(
+          "the lowered convolution takes 2-d geometries without dilation or upscale");
+    return true;
+  }
+  const Geometry g = geometry(plan);
+  return input.device().is_cuda() && plain_geometry(plan) && g.r * g.s > 1 &&
+         g.c * g.r * g.s <= kGatheredTapsMaxRows;
+}
+
+// The input's taps gathered exactly, in its own dtype and exponent, as a 1×1 convolution's
+// (C·R·S, P, Q, B) input.
+Array gathered_taps(const Geometry& g, const Array& input) {
+  return gather_columns(g, tap_windows(g, input), 0, g.c, 0, g.p, /*keep_dtype=*/true)
+      .reshape({g.c * g.r * g.s, g.p, g.q, g.b});
+}
+
+bool integer_operands(const Array& input, const Array& other) {
+  return input.dtype() != DType::f32 && other.dtype() == DType::flex16;
+}
+
 }  // namespace
 
 ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filter,
                      const Array& out, bool keep, ConvRoute route, const ConvOptions& options) {
   ConvSaved saved;
-  if (lowered(plan, filter, route)) {  // the column gather widens u8 spikes itself
+  if (integer_operands(input, filter)) {
+    if (over_gathered_taps(plan, input, route)) {
+      const Geometry g = geometry(plan);
+      const Array taps = gathered_taps(g, input);
+      conv_plan(taps.shape(), {taps.dim(0), 1, 1, g.k})
+          ->fprop(taps, filter.reshape({taps.dim(0), 1, 1, g.k}), out, options);
+    } else {
+      plan.fprop(input, filter, out, options);
+    }
+  } else if (lowered(plan, filter, route)) {  // the column gather widens u8 spikes itself
     const Geometry g = geometry(plan);
     const Array windows = tap_windows(g, input);
     const Array weights = filter.reshape({g.c * g.r * g.s, g.k}).T();
@@ -221,48 +264,18 @@ void conv_bprop(const ConvPlan& plan, const Array& filter, const Array& grad_out
   plan.bprop(filter, grad_out, grad_input, options);
 }
 
-namespace {
-
-// Filter values per output channel up to which an integer update runs over its gathered taps:
-// the deep-K kernel's smaller side (backend/cuda/gemm/gemm_deep_k.hpp).
-constexpr std::int64_t kColumnUpdateMaxRows = 64;
-
-// Whether an integer update (a flex16 or u8 input, a flex16 output gradient) runs over the
-// input's gathered taps: forced by the route, or automatically on CUDA for a filter of a few
-// taps of a few channels (csnn's first layer: one channel, 3 × 3). Its planned kernels pad the
-// C·R·S = 9 taps to 128-wide tiles and gather every tap per output position (135 µs on an H100
-// for the csnn batch, where the output gradient's 25.7 MB take 9 µs at the copy rate).
-bool column_update(const ConvPlan& plan, const Array& input, ConvRoute route) {
-  if (route == ConvRoute::planned) return false;
-  if (route == ConvRoute::lowered) {
-    if (!plain_geometry(plan))
-      throw UnsupportedError(
-          "the lowered convolution takes 2-d geometries without dilation or upscale");
-    return true;
-  }
-  const Geometry g = geometry(plan);
-  return input.device().is_cuda() && plain_geometry(plan) && g.r * g.s > 1 &&
-         g.c * g.r * g.s <= kColumnUpdateMaxRows;
-}
-
-}  // namespace
-
 void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad_out,
                  const Array& grad_filter, const ConvOptions& options, ConvRoute route) {
-  if (grad_out.dtype() == DType::flex16 && saved.input.dtype() != DType::f32) {
-    if (!column_update(plan, saved.input, route)) {
+  if (integer_operands(saved.input, grad_out)) {
+    if (over_gathered_taps(plan, saved.input, route)) {
+      // The filter gradient is then a 1×1 convolution's: the same exact sums, rounded once.
+      const Geometry g = geometry(plan);
+      const Array taps = gathered_taps(g, saved.input);
+      conv_plan(taps.shape(), {taps.dim(0), 1, 1, g.k})
+          ->update(taps, grad_out, grad_filter.reshape({taps.dim(0), 1, 1, g.k}), options);
+    } else {
       plan.update(saved.input, grad_out, grad_filter, options);
-      return;
     }
-    // The taps gathered exactly, in the input's own dtype and exponent, as a (C·R·S, P, Q, B)
-    // input; the filter gradient is then a 1×1 convolution's, the same exact sums rounded once.
-    const Geometry g = geometry(plan);
-    const std::int64_t rows = g.c * g.r * g.s;
-    const Array columns =
-        gather_columns(g, tap_windows(g, saved.input), 0, g.c, 0, g.p, /*keep_dtype=*/true)
-            .reshape({rows, g.p, g.q, g.b});
-    conv_plan(columns.shape(), {rows, 1, 1, g.k})
-        ->update(columns, grad_out, grad_filter.reshape({rows, 1, 1, g.k}), options);
     return;
   }
   if (lowered(plan, grad_out, route)) {
