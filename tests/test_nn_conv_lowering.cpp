@@ -1,15 +1,20 @@
 // The lowered f32 convolution (columns + matrix products, what CUDA runs for f32 layers)
 // against the planned convolution kernels, forced on this test's device, for fprop, bprop and
 // update over several geometries; and integer fprop and update over gathered taps (what CUDA runs
-// for a first layer of few taps) against the planned kernels, bit for bit.
+// for a first layer of few taps) against exact integer sums, bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <vector>
 
 #include "flexkit/conv.hpp"
 #include "flexkit/expr.hpp"
 #include "nn/heavy_ops.hpp"
+#include "support/flex16_reference.hpp"
 #include "support/test_device.hpp"
 
 using namespace flexkit;
@@ -118,27 +123,94 @@ Array random_flex16(const Shape& shape, int iwl, std::mt19937& rng, Device devic
   return Array::from_flex16(m, iwl, shape, device);
 }
 
-void expect_same_flex16(const Array& got, const Array& want, const char* what) {
+// The integers an operand holds: flex16 mantissas or u8 values.
+std::vector<std::int64_t> integers(const Array& a) {
+  std::vector<std::int64_t> out;
+  if (a.dtype() == DType::u8) {
+    for (std::uint8_t v : a.to_vector<std::uint8_t>()) out.push_back(v);
+  } else {
+    for (std::int16_t v : a.to_vector<std::int16_t>()) out.push_back(v);
+  }
+  return out;
+}
+
+// The exact integer sums of fprop (K, P, Q, B) and update (C, R, S, K), by the definition: four
+// nested loops over (C, H, W, B) inputs and (C, R, S, K) filters with zero padding.
+struct ExactSums {
+  std::vector<std::int64_t> fprop, update;
+};
+
+ExactSums exact_sums(const Case& t, const ConvPlan& plan, const std::vector<std::int64_t>& x,
+                     const std::vector<std::int64_t>& f, const std::vector<std::int64_t>& g) {
+  const Shape& o = plan.output_shape();
+  const std::int64_t P = o[1], Q = o[2], R = t.kernel, S = t.kernel;
+  ExactSums sums{std::vector<std::int64_t>(static_cast<std::size_t>(shape_numel(o))),
+                 std::vector<std::int64_t>(static_cast<std::size_t>(t.c * R * S * t.k))};
+  for (std::int64_t c = 0; c < t.c; ++c)
+    for (std::int64_t r = 0; r < R; ++r)
+      for (std::int64_t s = 0; s < S; ++s)
+        for (std::int64_t p = 0; p < P; ++p)
+          for (std::int64_t q = 0; q < Q; ++q) {
+            const std::int64_t y = p * t.stride - t.pad + r, xx = q * t.stride - t.pad + s;
+            if (y < 0 || y >= t.h || xx < 0 || xx >= t.w) continue;
+            for (std::int64_t b = 0; b < t.b; ++b) {
+              const std::int64_t in =
+                  x[static_cast<std::size_t>(((c * t.h + y) * t.w + xx) * t.b + b)];
+              for (std::int64_t k = 0; k < t.k; ++k) {
+                const auto out = static_cast<std::size_t>(((k * P + p) * Q + q) * t.b + b);
+                const auto tap = static_cast<std::size_t>(((c * R + r) * S + s) * t.k + k);
+                sums.fprop[out] += in * f[tap];
+                sums.update[tap] += in * g[out];
+              }
+            }
+          }
+  return sums;
+}
+
+// The smallest exponent at which every sum rounds without saturating (test::ref_flex's rounding).
+int exact_iwl(const std::vector<std::int64_t>& sums, int iwl_ab) {
+  for (int iwl = -60; iwl < 80; ++iwl) {
+    bool fits = true;
+    for (std::int64_t v : sums)
+      if (test::ref_flex({.iwl_ab = iwl_ab, .out_iwl = iwl}, v, 0).saturated) fits = false;
+    if (fits) return iwl;
+  }
+  return 80;
+}
+
+// `got` against the reference rounding of `sums` at its exponent (alpha 1, beta 0 or 1 over
+// `old`): mantissas, exponent and statistics.
+void expect_reference(const Array& got, const std::vector<std::int64_t>& sums, int iwl_ab,
+                      int out_iwl, double beta, const Array& old, const char* what) {
   ASSERT_EQ(got.dtype(), DType::flex16) << what;
-  EXPECT_EQ(got.iwl(), want.iwl()) << what;
-  const std::vector<std::int16_t> a = got.to_vector<std::int16_t>(),
-                                  b = want.to_vector<std::int16_t>();
-  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(got.iwl(), out_iwl) << what;
+  const std::vector<std::int16_t> m = got.to_vector<std::int16_t>(),
+                                  before = old.to_vector<std::int16_t>();
+  ASSERT_EQ(m.size(), sums.size()) << what;
+  const test::Ref ref{.iwl_ab = iwl_ab, .beta = beta, .out_iwl = out_iwl, .old_iwl = old.iwl()};
+  std::int32_t max_abs = 0;
+  std::uint64_t saturated = 0;
   int bad = 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i] && ++bad <= 3)
-      ADD_FAILURE() << what << " element " << i << ": " << a[i] << " against " << b[i];
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    const test::RefFlex want = test::ref_flex(ref, sums[i], before[i]);
+    max_abs = std::max<std::int32_t>(max_abs, std::abs(static_cast<std::int32_t>(want.m)));
+    saturated += want.saturated;
+    if (m[i] != want.m && ++bad <= 3)
+      ADD_FAILURE() << what << " element " << i << ": " << m[i] << ", want " << want.m << " (sum "
+                    << sums[i] << ")";
+  }
   EXPECT_EQ(bad, 0) << what;
-  EXPECT_EQ(got.stats().max_abs_m, want.stats().max_abs_m) << what;
-  EXPECT_EQ(got.stats().saturated, want.stats().saturated) << what;
+  EXPECT_EQ(got.stats().max_abs_m, max_abs) << what;
+  EXPECT_EQ(got.stats().saturated, saturated) << what;
 }
 
 // Integer fprop and update over the input's gathered taps (a 1×1 convolution over a
-// (C·R·S, P, Q, B) input) give the planned kernels' mantissas, exponent and statistics: the same
-// exact sums, rounded once. Full-range mantissas and an exponent one step too fine exercise
-// rounding and saturation; beta = 1 the accumulating path (the old values at another exponent);
-// u8 spikes the other input kind. The first case is csnn's first layer in small (one channel).
-TEST(ConvLowering, IntegerProductsOverGatheredTapsAreTheSame) {
+// (C·R·S, P, Q, B) input) against the exact sums by definition, rounded by the test's own
+// docs/flex16.md rounding: mantissas, exponent and statistics. Full-range mantissas and an
+// exponent one step too fine exercise rounding and saturation; beta = 1 the accumulating path
+// (the old values at another exponent); u8 spikes the other input kind. The first case is
+// csnn's first layer in small (one channel), where the automatic choice on CUDA gathers too.
+TEST(ConvLowering, IntegerProductsOverGatheredTapsMatchTheExactSums) {
   const Device device = test::device();
   std::mt19937 rng(13);
   for (const Case& t : {Case{1, 12, 10, 8, 16, 3, 1, 1}, Case{3, 7, 6, 16, 5, 3, 2, 1},
@@ -154,37 +226,32 @@ TEST(ConvLowering, IntegerProductsOverGatheredTapsAreTheSame) {
                  : random_flex16(plan.input_shape(), 2, rng, device);
       const Array f = random_flex16(plan.filter_shape(), -1, rng, device);
       const Array g = random_flex16(plan.output_shape(), -3, rng, device);
-      // The exponents that hold the results, found by the exact policy, less one.
-      Array probe_y = Array::zeros(plan.output_shape(), DType::flex16, device);
-      nn::heavy::conv_fprop(plan, x, f, probe_y, false, ConvRoute::planned,
-                            {.iwl_policy = IwlPolicy::exact});
-      Array probe_f = Array::zeros(plan.filter_shape(), DType::flex16, device);
-      nn::heavy::conv_update(plan, {x}, g, probe_f, {.iwl_policy = IwlPolicy::exact},
-                             ConvRoute::planned);
-      const bool first_layer = t.c == 1 && !spikes;  // what the automatic choice gathers on CUDA
+      const int iwl_x = spikes ? 15 : 2;  // a u8 value v is v · 2^(15 − 15)
+      const ExactSums sums = exact_sums(t, plan, integers(x), integers(f), integers(g));
+      const int fprop_iwl = exact_iwl(sums.fprop, iwl_x - 1) - 1;
+      const int update_iwl = exact_iwl(sums.update, iwl_x - 3) - 1;
+      const bool first_layer = t.c == 1 && !spikes;
       for (const double beta : {0.0, 1.0}) {
         const char* what = beta == 0.0 ? "beta 0" : "beta 1";
-        const ConvOptions fprop_options{.beta = beta, .iwl = probe_y.iwl() - 1};
-        const Array old_y = random_flex16(plan.output_shape(), probe_y.iwl() + 1, rng, device);
-        Array y_taps = old_y.clone(), y_planned = old_y.clone(), y_automatic = old_y.clone();
-        nn::heavy::conv_fprop(plan, x, f, y_taps, false, ConvRoute::lowered, fprop_options);
-        nn::heavy::conv_fprop(plan, x, f, y_planned, false, ConvRoute::planned, fprop_options);
-        expect_same_flex16(y_taps, y_planned, what);
-        if (first_layer) {
-          nn::heavy::conv_fprop(plan, x, f, y_automatic, false, ConvRoute::automatic,
-                                fprop_options);
-          expect_same_flex16(y_automatic, y_planned, "fprop, automatic");
-        }
+        const Array old_y = random_flex16(plan.output_shape(), fprop_iwl + 2, rng, device);
+        Array y = old_y.clone();
+        nn::heavy::conv_fprop(plan, x, f, y, false, ConvRoute::lowered,
+                              {.beta = beta, .iwl = fprop_iwl});
+        expect_reference(y, sums.fprop, iwl_x - 1, fprop_iwl, beta, old_y, what);
 
-        const ConvOptions update_options{.beta = beta, .iwl = probe_f.iwl() - 1};
-        const Array old_f = random_flex16(plan.filter_shape(), probe_f.iwl() + 1, rng, device);
-        Array f_taps = old_f.clone(), f_planned = old_f.clone(), f_automatic = old_f.clone();
-        nn::heavy::conv_update(plan, {x}, g, f_taps, update_options, ConvRoute::lowered);
-        nn::heavy::conv_update(plan, {x}, g, f_planned, update_options, ConvRoute::planned);
-        expect_same_flex16(f_taps, f_planned, what);
-        if (first_layer) {
-          nn::heavy::conv_update(plan, {x}, g, f_automatic, update_options);
-          expect_same_flex16(f_automatic, f_planned, "update, automatic");
+        const Array old_f = random_flex16(plan.filter_shape(), update_iwl + 2, rng, device);
+        Array gf = old_f.clone();
+        nn::heavy::conv_update(plan, {x}, g, gf, {.beta = beta, .iwl = update_iwl},
+                               ConvRoute::lowered);
+        expect_reference(gf, sums.update, iwl_x - 3, update_iwl, beta, old_f, what);
+
+        if (first_layer) {  // the automatic choice: over the taps on CUDA, planned on the CPU
+          Array y_auto = old_y.clone(), gf_auto = old_f.clone();
+          nn::heavy::conv_fprop(plan, x, f, y_auto, false, ConvRoute::automatic,
+                                {.beta = beta, .iwl = fprop_iwl});
+          expect_reference(y_auto, sums.fprop, iwl_x - 1, fprop_iwl, beta, old_y, "automatic");
+          nn::heavy::conv_update(plan, {x}, g, gf_auto, {.beta = beta, .iwl = update_iwl});
+          expect_reference(gf_auto, sums.update, iwl_x - 3, update_iwl, beta, old_f, "automatic");
         }
       }
     }

@@ -192,9 +192,10 @@ constexpr std::int64_t kGatheredTapsMaxRows = 64;
 // Whether an integer fprop or update (a flex16 or u8 input; a flex16 filter or output gradient)
 // runs over the input's gathered taps, as a 1×1 convolution over a (C·R·S, P, Q, B) input: forced
 // by the route, or automatically on CUDA for a filter of a few taps of a few channels (csnn's
-// first layer: one channel, 3 × 3). The planned kernels pad its C·R·S = 9 taps to 128-wide
-// tiles and gather every tap per output position: 138 µs (fprop) and 135 µs (update) on an H100
-// for the csnn batch, where a 1×1 product with as many outputs takes about 40 µs.
+// first layer: one channel, 3 × 3). There the planned kernels took 138 µs (fprop) and 135 µs
+// (update) on an H100 for the csnn batch, the update's gather padding the 9 taps to 128-wide
+// tiles; a 1×1 fprop with as many outputs (C256 K64 56x56) took 38 µs on the H200. On the CPU
+// the gathered taps were slower than the plans (docs/performance-notes.md).
 bool over_gathered_taps(const ConvPlan& plan, const Array& input, ConvRoute route) {
   if (route == ConvRoute::planned) return false;
   if (route == ConvRoute::lowered) {

@@ -5,7 +5,9 @@
 // runs lowered onto the matrix product (the input's taps gathered once into a column matrix by
 // fused copies, then one cuBLAS product per direction): chosen by arithmetic, the direct f32
 // kernels being exact-order scalar loops where cuBLAS SGEMM runs at 51 TFLOP/s on the H200
-// (bench/RESULTS.md); everything else runs through the ConvPlan.
+// (bench/RESULTS.md). Integer fprop and update of a few taps (at most 64 filter values per output
+// channel, such as a one-channel first layer) run on CUDA over the input's taps gathered exactly,
+// as a 1×1 convolution through its ConvPlan; everything else runs through the ConvPlan.
 #pragma once
 #include "flexkit/array.hpp"
 #include "flexkit/conv.hpp"
@@ -26,11 +28,12 @@ struct ConvSaved {
   Array input;  // (C, H, W, B)
 };
 
-// automatic: lowered for f32 on CUDA (2-d, no dilation or upscale), planned otherwise; tests
-// force either form on any device.
+// automatic: lowered for f32 on CUDA (2-d, no dilation or upscale), over the gathered taps for
+// integer products of a few taps on CUDA, planned otherwise; tests force either form on any
+// device (`lowered` with integer operands: over the gathered taps, for fprop and update).
 enum class ConvRoute { automatic, lowered, planned };
 
-// `options` say how a flex16 output stores (the lowered form is f32 only).
+// `options` say how a flex16 output stores (the f32 lowered form takes none).
 ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filter,
                      const Array& out, bool keep, ConvRoute route = ConvRoute::automatic,
                      const ConvOptions& options = {});
