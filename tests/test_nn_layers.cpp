@@ -360,6 +360,73 @@ TEST(NnGradients, SequentialWithoutTheInputGradientKeepsTheParameterGradients) {
   }
 }
 
+// zero_grad lets a layer write its parameters' gradients instead of adding them to the zeros it
+// left (no read of the zeros): the same bits as adding, in f32 and flex16 (value and exponent, the
+// Autoflex history alike), while a second backward without zero_grad still adds to the first.
+TEST(NnGradients, ZeroedGradientsAreWrittenAsIfAddedTo) {
+  for (const DType dtype : {DType::f32, DType::flex16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const std::string architecture = "conv(4, 3, padding=1) bn flatten linear(3)";
+    auto make = [&] {
+      Sequential net = parse_architecture(architecture, {2, 5, 5});
+      net.to(test::device());
+      Rng rng(52);
+      net.reset_parameters(rng);
+      net.set_precision({dtype, false});
+      net.set_training(true);
+      return net;
+    };
+    Sequential written = make(), added = make();
+    auto step = [&](Sequential& net, bool zero, bool add_to_zeros, std::uint64_t seed) {
+      if (zero) net.zero_grad();
+      if (add_to_zeros)
+        for (Parameter* p : net.parameters()) p->grad_zeroed = false;
+      std::mt19937_64 gen(seed);
+      const Array y = net.forward(uniform_array({2, 5, 5, 2, 3}, gen, -2, 2));
+      Array g = uniform_array(y.shape(), gen);
+      if (dtype == DType::flex16) g = converted(g, DType::flex16);
+      net.backward(g);
+    };
+    auto gradients = [](Sequential& net) {
+      std::vector<std::pair<std::vector<float>, int>> out;
+      for (Parameter* p : net.parameters())
+        out.emplace_back(p->grad.to_floats(), p->grad.dtype() == DType::flex16 ? p->grad.iwl() : 0);
+      return out;
+    };
+    for (std::uint64_t seed : {61, 62, 63}) {
+      step(written, true, false, seed);
+      step(added, true, true, seed);
+      const auto w = gradients(written), a = gradients(added);
+      ASSERT_EQ(w.size(), a.size());
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        double magnitude = 0;
+        for (float v : w[i].first) magnitude = std::max(magnitude, std::abs(double{v}));
+        EXPECT_GT(magnitude, 0.0) << "parameter " << i << " has no gradient to compare";
+        EXPECT_EQ(w[i], a[i]) << "parameter " << i << ", step seed " << seed;
+      }
+    }
+    // Again on the last step's input, without zero_grad: every gradient is twice the last one
+    // (exactly in f32, to the new exponent's rounding in flex16, where a value Autoflex saturated
+    // the first time is left out).
+    const auto once = gradients(written);
+    step(written, false, false, 63);
+    const auto twice = gradients(written);
+    std::size_t compared = 0, total = 0;
+    for (std::size_t i = 0; i < once.size(); ++i) {
+      const bool flex = dtype == DType::flex16;
+      const double once_max = flex ? std::ldexp(32767.0, once[i].second - 15) : INFINITY;
+      const double unit = flex ? std::ldexp(1.0, twice[i].second - 15) : 0.0;
+      for (std::size_t j = 0; j < once[i].first.size(); ++j, ++total) {
+        if (std::abs(once[i].first[j]) >= once_max) continue;
+        ++compared;
+        ASSERT_LE(std::abs(twice[i].first[j] - 2.0 * once[i].first[j]), 0.5 * unit)
+            << "parameter " << i << "[" << j << "]";
+      }
+    }
+    EXPECT_GE(compared, total * 9 / 10);
+  }
+}
+
 // The layers in front of the first trainable one get no backward without the input gradient;
 // what their training forward kept goes with the step instead of being held to the next forward.
 TEST(NnGradients, SequentialDropsWhatSkippedLayersKept) {

@@ -62,6 +62,10 @@ struct Parameter {
   Array value;
   Array grad;             // same shape and dtype; accumulated by backward, cleared by zero_grad
   bool trainable = true;  // false for buffers
+  // Set while `grad` holds the zeros zero_grad (or its creation) wrote: the next layer product
+  // into it then writes instead of adding to them, the same values without reading the zeros.
+  // Code that writes `grad` by other means clears it.
+  bool grad_zeroed = false;
   // flex16 with f32 master weights: the copy the optimizer updates; `value` is its flex16
   // rounding, rewritten after every step. Undefined otherwise.
   Array master;
@@ -159,10 +163,9 @@ class Layer {
   // How the layer's writes store: autoflex for flex16 outputs.
   AssignOptions writes() const;
   HeavyOpOptions heavy_writes(double beta = 0.0) const;
-  // Adds a · b to p's gradient: rounded into p.grad (viewed as a · b's shape), or, under
-  // set_gradient_sums, added to p.grad_sums. Integer operands (flex16, u8 spikes) under
-  // set_gradient_sums; any dot() types otherwise.
-  void add_product_gradient(Parameter& p, const Array& a, const Array& b);
+  // The beta with which a product adds into p.grad (made if missing): 0 while it holds zero_grad's
+  // zeros, 1 otherwise; p.grad counts as written from then on.
+  static double gradient_beta(Parameter& p);
   // Adds g's sums over its second axis (a bias gradient: g (out, positions)) to p's gradient,
   // in flex16 as an exact product with ones (so that it is summed exactly over processes too).
   void add_bias_gradient(Parameter& p, const Array& g);

@@ -68,6 +68,13 @@ void Layer::add_sums(Parameter& p, gemm::ExactSums sums) {
   for (std::size_t i = 0; i < total.values.size(); ++i) total.values[i] += sums.values[i];
 }
 
+double Layer::gradient_beta(Parameter& p) {
+  detail::ensure_grad(p);
+  const bool zeroed = p.grad_zeroed;
+  p.grad_zeroed = false;
+  return zeroed ? 0.0 : 1.0;
+}
+
 void Layer::add_bias_gradient(Parameter& p, const Array& g) {
   detail::ensure_grad(p);
   const Array grad = p.grad.reshape({g.dim(0), 1});
@@ -77,9 +84,10 @@ void Layer::add_bias_gradient(Parameter& p, const Array& g) {
     if (gradient_sums_)
       add_sums(p, gemm::exact_sums(g, ones));
     else
-      heavy::matmul(g, ones, grad, heavy_writes(1.0));
+      heavy::matmul(g, ones, grad, heavy_writes(gradient_beta(p)));
     return;
   }
+  p.grad_zeroed = false;
   if (gradient_sums_)
     throw UnsupportedError(cat(describe(), ": exact gradient sums take a flex16 output gradient; ",
                                "got ", g.describe()));
@@ -148,8 +156,10 @@ Shape with_time_batch(const Shape& features, std::int64_t steps, std::int64_t ba
 
 void ensure_grad(Parameter& p) {
   if (!p.grad.defined() || p.grad.shape() != p.value.shape() ||
-      p.grad.device() != p.value.device() || p.grad.dtype() != p.value.dtype())
+      p.grad.device() != p.value.device() || p.grad.dtype() != p.value.dtype()) {
     p.grad = Array::zeros(p.value.shape(), p.value.dtype(), p.value.device());
+    p.grad_zeroed = true;
+  }
 }
 
 void convert_parameter(Parameter& p, const Precision& precision) {

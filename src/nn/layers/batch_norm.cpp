@@ -104,6 +104,7 @@ void BatchNorm::add_affine_gradients(const Expr& d_weight, const Expr& d_bias) {
   if (!affine_) return;
   ensure_grad(weight_);
   ensure_grad(bias_);
+  weight_.grad_zeroed = bias_.grad_zeroed = false;
   Array gw = weight_.grad.reshape({channels_, 1});
   Array gb = bias_.grad.reshape({channels_, 1});
   assign(gw, Expr(gw) + d_weight, writes());

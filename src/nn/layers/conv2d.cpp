@@ -84,7 +84,8 @@ Array Conv2d::backward(const Array& grad_output) {
   if (gradient_sums_)
     add_sums(weight_, heavy::conv_update_sums(*plan, {saved_input_}, g4));
   else
-    heavy::conv_update(*plan, {saved_input_}, g4, weight_.grad, heavy_writes(1.0));
+    heavy::conv_update(*plan, {saved_input_}, g4, weight_.grad,
+                       heavy_writes(gradient_beta(weight_)));
   if (has_bias_) add_bias_gradient(bias_, g4.reshape({out_, -1}));
   saved_input_ = Array();
   return grad_x.defined() ? grad_x.reshape(input_shape_) : grad_x;

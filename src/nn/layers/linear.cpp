@@ -83,7 +83,7 @@ Array Linear::backward(const Array& grad_output) {
   if (gradient_sums_)
     add_sums(weight_, gemm::exact_sums(g2, input_.T()));
   else
-    heavy::matmul(g2, input_.T(), weight_.grad, heavy_writes(1.0));
+    heavy::matmul(g2, input_.T(), weight_.grad, heavy_writes(gradient_beta(weight_)));
   if (has_bias_) add_bias_gradient(bias_, g2);
   input_ = Array();
   return grad_x.defined() ? grad_x.reshape(input_shape_) : grad_x;

@@ -160,10 +160,12 @@ void Sequential::zero_grad() {
       if (p->trainable) {
         p->grad_sums.reset();
         if (p->grad.defined() && p->grad.shape() == p->value.shape() &&
-            p->grad.device() == p->value.device())
+            p->grad.device() == p->value.device()) {
           p->grad.fill(0.0);
-        else
+          p->grad_zeroed = true;
+        } else {
           ensure_grad(*p);
+        }
       }
 }
 

@@ -81,6 +81,7 @@ Array Spiking::backward(const Array& grad_output) {
   residuals_ = nullptr;
   for (Parameter& p : params_) {
     ensure_grad(p);
+    p.grad_zeroed = false;
     assign(p.grad, Expr(p.grad) + g.params.at(p.name).reshape({}), writes());
   }
   if (folded_) {

@@ -91,6 +91,7 @@ void GradientSync::finish() {
       } else {
         p->grad.assign_floats(std::span<const float>(bucket.buffer.data() + at, n));
       }
+      p->grad_zeroed = false;
       at += n;
     }
   }
