@@ -24,6 +24,7 @@
 #include "flexkit/error.hpp"
 #include "support/flex16_reference.hpp"
 #include "support/integer_arrays.hpp"
+#include "support/kernel_names.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
@@ -542,6 +543,69 @@ TEST(Conv, ShallowKernelsRoundTiesToEven) {
         EXPECT_LT(odd_ties, ties);
         EXPECT_EQ(out.stats().max_abs_m, max_abs);
         EXPECT_EQ(out.stats().saturated, 0u);
+      }
+    }
+  }
+}
+
+// The shallow kernels at shifts from the lowest they take to 15 (a first layer's exponents sit
+// there): full-range activations and 11-bit weights, so that at shift 10 most sums saturate, at 13
+// some and at 15 few, each rounded element, the largest |m| and the saturation count against the
+// exact sums (fprop, and bprop of the same sizes).
+TEST(Conv, ShallowKernelsAtShiftsBelowSixteen) {
+  for (const std::int64_t K : {256, 56}) {
+    Geo g;
+    g.dims = 2;
+    g.C = 64, g.K = K, g.N = 8;
+    g.in = {1, 9, 10};
+    const Ints in = random_ints(g.input_size(), -32768, 32767, 51);
+    const Ints flt = random_ints(g.filter_size(), -1024, 1024, 52);
+    const Ints grad = random_ints(g.output_size(), -32768, 32767, 53);
+    const int iwl_in = 2, iwl_f = -1, iwl_e = 4;
+    Array I = flex_array(in, iwl_in, g.input_shape()), F = flex_array(flt, iwl_f, g.filter_shape());
+    Array E = flex_array(grad, iwl_e, g.output_shape());
+    for (Dir dir : {Dir::fprop, Dir::bprop}) {
+      const Ints acc = reference<std::int64_t>(g, dir, in, flt, grad);
+      Ref r;
+      r.iwl_ab = dir == Dir::fprop ? iwl_in + iwl_f : iwl_f + iwl_e;
+      for (int shift : {10, 13, 15}) {
+        r.out_iwl = r.iwl_ab - 15 + shift;
+        SCOPED_TRACE("K " + std::to_string(K) + " dir " + std::to_string(static_cast<int>(dir)) +
+                     " shift " + std::to_string(shift));
+        const Shape shape = dir == Dir::fprop ? g.output_shape() : g.input_shape();
+        Array out = Array::zeros(shape, DType::flex16, test::device());
+        ConvOptions o;
+        o.iwl = r.out_iwl;
+        const bool forward = dir == Dir::fprop;
+        const std::string kernel =
+            conv_kernel_name(forward ? ConvDirection::fprop : ConvDirection::bprop, forward ? I : F,
+                             forward ? F : E, out, g.params(), o);
+        if (test::device().is_cuda() && test::env_or_empty("FLEXKIT_CONV_KERNEL").empty() &&
+            kernel != "cuda.direct") {
+          EXPECT_EQ(kernel.rfind("cuda.implicit_gemm.shallow", 0), 0u) << kernel;
+        }
+        if (dir == Dir::fprop) fprop(I, F, out, g.params(), o);
+        if (dir == Dir::bprop) bprop(F, E, out, g.params(), o);
+        const Ints got = ints_of(out);
+        std::int64_t bad = 0, saturated = 0;
+        std::int32_t max_abs = 0;
+        for (std::size_t i = 0; i < acc.size(); ++i) {
+          const RefFlex want = ref_flex(r, acc[i], 0);
+          saturated += want.saturated ? 1 : 0;
+          max_abs = std::max<std::int32_t>(max_abs, std::abs(static_cast<std::int32_t>(want.m)));
+          if (got[i] != want.m && ++bad <= 3)
+            ADD_FAILURE() << "element " << i << ": got " << got[i] << ", want " << want.m
+                          << " (acc " << acc[i] << ")";
+        }
+        EXPECT_EQ(bad, 0);
+        EXPECT_EQ(out.stats().max_abs_m, max_abs);
+        EXPECT_EQ(out.stats().saturated, static_cast<std::uint64_t>(saturated));
+        if (shift == 10) {
+          EXPECT_GT(saturated, static_cast<std::int64_t>(acc.size()) / 2);
+        }
+        if (shift == 15) {
+          EXPECT_LT(saturated, static_cast<std::int64_t>(acc.size()) / 10);
+        }
       }
     }
   }

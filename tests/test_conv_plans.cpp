@@ -60,8 +60,10 @@ TEST(Conv, PlannedKernelFollowsTheSetting) {
       {"3x3 fprop", geo(16, 16, 8, {1, 6, 6}, 3), ConvDirection::fprop},
       {"1x1 fprop, 256 rows over one stage, shift 16", geo(64, 256, 8, {1, 9, 10}, 1),
        ConvDirection::fprop, false, false, false, 2},
-      {"1x1 fprop, shift 15", geo(64, 256, 8, {1, 9, 10}, 1), ConvDirection::fprop, false, false,
-       false, 1},
+      {"1x1 fprop, shift 10", geo(64, 256, 8, {1, 9, 10}, 1), ConvDirection::fprop, false, false,
+       false, -4},
+      {"1x1 fprop, shift 9", geo(64, 256, 8, {1, 9, 10}, 1), ConvDirection::fprop, false, false,
+       false, -5},
       {"1x1 fprop into f32", geo(64, 256, 8, {1, 9, 10}, 1), ConvDirection::fprop, false, false,
        true},
       {"1x1 fprop of u8 spikes over four stages", geo(200, 136, 16, {1, 10, 11}, 1),
@@ -113,6 +115,7 @@ TEST(Conv, PlannedKernelFollowsTheSetting) {
     const std::vector<std::string> want = {
         lean_kernel,                                  // 9 stages: past the shallow kernels
         one_stage,                                    //
+        one_stage,                                    // the shallow range's lowest shift
         lean_kernel,                                  // a shift below the shallow range
         lean_kernel,                                  // not a flex16 store
         lean ? lean_kernel : shallow,                 // u8: the one-role form

@@ -75,18 +75,20 @@ FLEXKIT_HD bool gemm_rounds_by_right_shift(const GemmEpilogue& e, int64_t produc
 
 // The same rounding for products of at most 256 terms (the shallow kernels: one to four 64-deep
 // stages), unclamped, from the accumulator's three byte products: acc = 65536·hh + 256·mid + ll
-// with |hh| ≤ 2^22, |mid| < 2^24, 0 ≤ ll < 2^24, and 16 ≤ s ≤ 31. With H = 256·hh + mid
+// with |hh| ≤ 2^22, |mid| < 2^24, 0 ≤ ll < 2^24, and 10 ≤ s ≤ 31. With H = 256·hh + mid
 // (|H| < 2^31) and L = ll + 2^(s−1) (< 2^31), T = acc + 2^(s−1) = 256·H + L and
 // floor(T / 256) = U = H + floor(L / 256), so floor(T / 2^s) = floor(U / 2^(s−8)): the high word
 // of U · 2^(40−s). That rounds half up; a tie (T a multiple of 2^s, seen in T mod 2^32) then
 // clears bit 0, which picks the even neighbour. The result q = RNE(acc / 2^s) satisfies
-// |q| < 2^24; the caller saturates it.
+// |q| < 2^29; the caller saturates it. The shift's lower bound is the multiplier's: 2^(40−s) must
+// be a positive int32.
 //
 // On the device H, L, T and the high word are multiply-adds (IMAD, IMAD.HI) on the FMA pipe;
 // U, the tie's test and its fix run on the ALU pipe. All of the rounding used to run on the
 // ALU pipe, and bounded the shallow kernels' epilogue there. The multipliers come from the
 // kernel's arguments at run time (`one`), so that the compiler cannot turn a multiply by a
 // known power of two (or by one) back into a shift or an add on the ALU pipe.
+inline constexpr int32_t kByteProductRoundingMinShift = 10;
 struct ByteProductRounding {
   uint32_t one;          // 1
   uint32_t times_256;    // 256

@@ -67,7 +67,7 @@ struct ConvCudaKey {
   gemm::EpilogueMode mode;
   ElementKind x, y, out;
   bool integer_only, reads_old;
-  int scale_class;  // the shift: < 1, 1 … 15, 16 … 31, > 31
+  int scale_class;  // the shift against the shallow kernels' ranges: < 1, 1 … 9, 10 … 31, > 31
   Geometry g;
   std::int64_t x_stride[5], y_stride[5];
   std::int64_t out_row_stride, out_col_stride;
@@ -96,7 +96,7 @@ ConvCudaKey key_of(const ConvProblem& p, int device) {
     key.integer_only = p.epilogue.integer_only;
     key.reads_old = p.epilogue.reads_old;
     const int s = p.epilogue.scale;
-    key.scale_class = s < 1 ? 0 : s < 16 ? 1 : s <= 31 ? 2 : 3;
+    key.scale_class = s < 1 ? 0 : s < portable::kByteProductRoundingMinShift ? 1 : s <= 31 ? 2 : 3;
   }
   key.g = p.g;
   std::copy(p.x.stride, p.x.stride + 5, key.x_stride);

@@ -288,7 +288,7 @@ CanImplement shallow_fits(const Setup& s) {
   if (a.k / gk::kWgmmaStageK > gk::shallow_max_stages()) return cannot("K past four stages");
   if (a.out_is_f32 || a.measure || !a.epilogue.integer_only)
     return cannot("not a flex16 store through the integer epilogue");
-  const int lowest_scale = a.b_is_u8 ? 1 : 16;
+  const int lowest_scale = a.b_is_u8 ? 1 : portable::kByteProductRoundingMinShift;
   if (a.epilogue.scale < lowest_scale || a.epilogue.scale > 31)
     return cannot("a shift outside its 32-bit rounding");
   if (a.c.col_stride == 1 && a.c.row_stride % 2 == 0 && a.n % 2 == 0 &&

@@ -556,7 +556,7 @@ __device__ __forceinline__ void run_lockstep_tiles(
 // p.k = 64 · stages (taps · channel blocks ≤ kShallowMaxStages); p.tiles_m divides gridDim.x:
 // CTA b owns tile row b % tiles_m and columns b / tiles_m, + gridDim.x / tiles_m, …
 // The host sends only flex16 outputs with alpha 1, beta 0 and no K split, a unit column stride
-// and 4-byte aligned column pairs, and shifts 16 ≤ scale ≤ 31 (int16 B) or 1 ≤ scale ≤ 31 (u8 B).
+// and 4-byte aligned column pairs, and shifts 10 ≤ scale ≤ 31 (int16 B) or 1 ≤ scale ≤ 31 (u8 B).
 // kAStages: the most stages the A region holds (1 or kShallowMaxStages).
 template <bool kBIsU8, bool kAKContig, int kAStages>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
