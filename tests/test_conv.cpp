@@ -482,6 +482,55 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
   EXPECT_EQ(failures, 0);
 }
 
+// 1x1, C64 → K over 9x10 positions and a batch of 8: one to four 64-deep stages either way.
+Geo shallow_geo(std::int64_t K) {
+  Geo g;
+  g.dims = 2;
+  g.C = 64, g.K = K, g.N = 8;
+  g.in = {1, 9, 10};
+  return g;
+}
+
+// A 1x1 fprop (I, F) or bprop (F, E) stored at `shift` (the output iwl 15 + shift − iwl_ab below
+// the operands'), checked on the shallow kernels (named by the plan where no kernel is forced)
+// against the exact sums `acc`: every element, the largest |m| and the saturation count. Returns
+// the reference's saturation count.
+std::int64_t check_shallow(const Geo& g, Dir dir, const Array& I, const Array& F, const Array& E,
+                           int iwl_ab, int shift, const Ints& acc) {
+  SCOPED_TRACE("dir " + std::to_string(static_cast<int>(dir)) + " shift " + std::to_string(shift));
+  Ref r;
+  r.iwl_ab = iwl_ab;
+  r.out_iwl = iwl_ab - 15 + shift;
+  const bool forward = dir == Dir::fprop;
+  Array out =
+      Array::zeros(forward ? g.output_shape() : g.input_shape(), DType::flex16, test::device());
+  ConvOptions o;
+  o.iwl = r.out_iwl;
+  const std::string kernel = conv_kernel_name(forward ? ConvDirection::fprop : ConvDirection::bprop,
+                                              forward ? I : F, forward ? F : E, out, g.params(), o);
+  if (test::device().is_cuda() && test::env_or_empty("FLEXKIT_CONV_KERNEL").empty() &&
+      kernel != "cuda.direct") {
+    EXPECT_EQ(kernel.rfind("cuda.implicit_gemm.shallow", 0), 0u) << kernel;
+  }
+  if (forward) fprop(I, F, out, g.params(), o);
+  if (!forward) bprop(F, E, out, g.params(), o);
+  const Ints got = ints_of(out);
+  std::int64_t bad = 0, saturated = 0;
+  std::int32_t max_abs = 0;
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    const RefFlex want = ref_flex(r, acc[i], 0);
+    saturated += want.saturated ? 1 : 0;
+    max_abs = std::max<std::int32_t>(max_abs, std::abs(static_cast<std::int32_t>(want.m)));
+    if (got[i] != want.m && ++bad <= 3)
+      ADD_FAILURE() << "element " << i << ": got " << got[i] << ", want " << want.m << " (acc "
+                    << acc[i] << ")";
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(out.stats().max_abs_m, max_abs);
+  EXPECT_EQ(out.stats().saturated, static_cast<std::uint64_t>(saturated));
+  return saturated;
+}
+
 // Data made of ties, which random full-range data meets about once in 2^16 values: the shallow
 // kernels' rounding from three byte products must still take the even neighbour. 1x1 layers of
 // C64 (fprop K256 over one stage: two consumers; fprop K56: three; their bprops of 64 rows over
@@ -490,10 +539,8 @@ TEST(Conv, TensorCoreShapesAgainstDirectReference) {
 // 31 (bprop), of both parities, beside a warp's 16 rows with none (zero weights).
 TEST(Conv, ShallowKernelsRoundTiesToEven) {
   for (const std::int64_t K : {256, 56}) {
-    Geo g;
-    g.dims = 2;
-    g.C = 64, g.K = K, g.N = 8;
-    g.in = {1, 9, 10};
+    SCOPED_TRACE("K " + std::to_string(K));
+    const Geo g = shallow_geo(K);
     Ints in = random_ints(g.input_size(), -3, 3, 41);
     Ints flt = random_ints(g.filter_size(), -1, 1, 42);
     Ints grad = random_ints(g.output_size(), -1, 1, 43);
@@ -510,39 +557,20 @@ TEST(Conv, ShallowKernelsRoundTiesToEven) {
     Array E = flex_array(grad, iwl_e, g.output_shape());
     for (Dir dir : {Dir::fprop, Dir::bprop}) {
       const Ints acc = reference<std::int64_t>(g, dir, in, flt, grad);
-      Ref r;
-      r.iwl_ab = dir == Dir::fprop ? iwl_in + iwl_f : iwl_f + iwl_e;
+      const int iwl_ab = dir == Dir::fprop ? iwl_in + iwl_f : iwl_f + iwl_e;
       for (int shift : dir == Dir::fprop ? std::vector<int>{16} : std::vector<int>{30, 31}) {
-        r.out_iwl = r.iwl_ab - 15 + shift;
-        SCOPED_TRACE("K " + std::to_string(K) + " dir " + std::to_string(static_cast<int>(dir)) +
-                     " shift " + std::to_string(shift));
-        const Shape shape = dir == Dir::fprop ? g.output_shape() : g.input_shape();
-        Array out = Array::zeros(shape, DType::flex16, test::device());
-        ConvOptions o;
-        o.iwl = r.out_iwl;
-        if (dir == Dir::fprop) fprop(I, F, out, g.params(), o);
-        if (dir == Dir::bprop) bprop(F, E, out, g.params(), o);
-        const Ints got = ints_of(out);
-        std::int64_t ties = 0, odd_ties = 0, bad = 0;
-        std::int32_t max_abs = 0;
-        for (std::size_t i = 0; i < acc.size(); ++i) {
+        std::int64_t ties = 0, odd_ties = 0;
+        for (const std::int64_t a : acc) {
           const std::int64_t unit = std::int64_t{1} << shift;
-          const std::int64_t t = acc[i] + unit / 2;
+          const std::int64_t t = a + unit / 2;
           const bool tie = ((t % unit) + unit) % unit == 0;
           ties += tie ? 1 : 0;
           odd_ties += tie && (((t >> shift) & 1) != 0) ? 1 : 0;
-          const RefFlex want = ref_flex(r, acc[i], 0);
-          max_abs = std::max<std::int32_t>(max_abs, std::abs(static_cast<std::int32_t>(want.m)));
-          if (got[i] != want.m && ++bad <= 3)
-            ADD_FAILURE() << "element " << i << ": got " << got[i] << ", want " << want.m
-                          << " (acc " << acc[i] << ")";
         }
-        EXPECT_EQ(bad, 0);
         EXPECT_GT(ties, static_cast<std::int64_t>(acc.size()) / 16);  // ties of both parities
         EXPECT_GT(odd_ties, 0);
         EXPECT_LT(odd_ties, ties);
-        EXPECT_EQ(out.stats().max_abs_m, max_abs);
-        EXPECT_EQ(out.stats().saturated, 0u);
+        EXPECT_EQ(check_shallow(g, dir, I, F, E, iwl_ab, shift, acc), 0);
       }
     }
   }
@@ -550,14 +578,11 @@ TEST(Conv, ShallowKernelsRoundTiesToEven) {
 
 // The shallow kernels at shifts from the lowest they take to 15 (a first layer's exponents sit
 // there): full-range activations and 11-bit weights, so that at shift 10 most sums saturate, at 13
-// some and at 15 few, each rounded element, the largest |m| and the saturation count against the
-// exact sums (fprop, and bprop of the same sizes).
+// some and at 15 few (fprop, and bprop of the same sizes).
 TEST(Conv, ShallowKernelsAtShiftsBelowSixteen) {
   for (const std::int64_t K : {256, 56}) {
-    Geo g;
-    g.dims = 2;
-    g.C = 64, g.K = K, g.N = 8;
-    g.in = {1, 9, 10};
+    SCOPED_TRACE("K " + std::to_string(K));
+    const Geo g = shallow_geo(K);
     const Ints in = random_ints(g.input_size(), -32768, 32767, 51);
     const Ints flt = random_ints(g.filter_size(), -1024, 1024, 52);
     const Ints grad = random_ints(g.output_size(), -32768, 32767, 53);
@@ -566,47 +591,11 @@ TEST(Conv, ShallowKernelsAtShiftsBelowSixteen) {
     Array E = flex_array(grad, iwl_e, g.output_shape());
     for (Dir dir : {Dir::fprop, Dir::bprop}) {
       const Ints acc = reference<std::int64_t>(g, dir, in, flt, grad);
-      Ref r;
-      r.iwl_ab = dir == Dir::fprop ? iwl_in + iwl_f : iwl_f + iwl_e;
-      for (int shift : {10, 13, 15}) {
-        r.out_iwl = r.iwl_ab - 15 + shift;
-        SCOPED_TRACE("K " + std::to_string(K) + " dir " + std::to_string(static_cast<int>(dir)) +
-                     " shift " + std::to_string(shift));
-        const Shape shape = dir == Dir::fprop ? g.output_shape() : g.input_shape();
-        Array out = Array::zeros(shape, DType::flex16, test::device());
-        ConvOptions o;
-        o.iwl = r.out_iwl;
-        const bool forward = dir == Dir::fprop;
-        const std::string kernel =
-            conv_kernel_name(forward ? ConvDirection::fprop : ConvDirection::bprop, forward ? I : F,
-                             forward ? F : E, out, g.params(), o);
-        if (test::device().is_cuda() && test::env_or_empty("FLEXKIT_CONV_KERNEL").empty() &&
-            kernel != "cuda.direct") {
-          EXPECT_EQ(kernel.rfind("cuda.implicit_gemm.shallow", 0), 0u) << kernel;
-        }
-        if (dir == Dir::fprop) fprop(I, F, out, g.params(), o);
-        if (dir == Dir::bprop) bprop(F, E, out, g.params(), o);
-        const Ints got = ints_of(out);
-        std::int64_t bad = 0, saturated = 0;
-        std::int32_t max_abs = 0;
-        for (std::size_t i = 0; i < acc.size(); ++i) {
-          const RefFlex want = ref_flex(r, acc[i], 0);
-          saturated += want.saturated ? 1 : 0;
-          max_abs = std::max<std::int32_t>(max_abs, std::abs(static_cast<std::int32_t>(want.m)));
-          if (got[i] != want.m && ++bad <= 3)
-            ADD_FAILURE() << "element " << i << ": got " << got[i] << ", want " << want.m
-                          << " (acc " << acc[i] << ")";
-        }
-        EXPECT_EQ(bad, 0);
-        EXPECT_EQ(out.stats().max_abs_m, max_abs);
-        EXPECT_EQ(out.stats().saturated, static_cast<std::uint64_t>(saturated));
-        if (shift == 10) {
-          EXPECT_GT(saturated, static_cast<std::int64_t>(acc.size()) / 2);
-        }
-        if (shift == 15) {
-          EXPECT_LT(saturated, static_cast<std::int64_t>(acc.size()) / 10);
-        }
-      }
+      const int iwl_ab = dir == Dir::fprop ? iwl_in + iwl_f : iwl_f + iwl_e;
+      const auto size = static_cast<std::int64_t>(acc.size());
+      EXPECT_GT(check_shallow(g, dir, I, F, E, iwl_ab, 10, acc), size / 2);
+      check_shallow(g, dir, I, F, E, iwl_ab, 13, acc);
+      EXPECT_LT(check_shallow(g, dir, I, F, E, iwl_ab, 15, acc), size / 10);
     }
   }
 }
