@@ -272,5 +272,88 @@ TEST(Fold, ChannelAffineNeuronChecksItsParameters) {
   EXPECT_THROW(folded.with_channel_affine(), ValueError);
 }
 
+// The folded neuron keeps its input, so its training forward stores no residual (up to 16
+// steps, from the initial states): the backward replays the steps. Given initial states it
+// stores them; both backwards must give the same bits.
+class Replay : public ::testing::TestWithParam<std::tuple<Case, std::int64_t>> {};
+
+TEST_P(Replay, GivesTheStoredResidualsGradientsBitForBit) {
+  const Case& k = std::get<0>(GetParam());
+  const std::int64_t steps = std::get<1>(GetParam());
+  const Device device = test::device();
+  const Inputs in = make_inputs(5, steps);
+  const Neuron folded = make_neuron(k).with_channel_affine();
+  std::vector<double> shift = in.beta;  // leaky neurons need more input to fire as often
+  if (k.neuron != "if")
+    for (double& v : shift) v += 0.8;
+  NeuronStorage storage;
+  storage.time_axis = 3;  // (C, H, W, T, N)
+  if (steps == 1) storage.repeat_steps = T;
+  const NamedArrays params = {{"bn_center", to_device({3.0, -2.0, 0.5}, {C}, device)},
+                              {"bn_scale", to_device({1.1, 3.0, 0.6}, {C}, device)},
+                              {"bn_shift", to_device(shift, {C}, device)},
+                              {"w", Array::full({}, k.w, DType::f32, device)}};
+  NamedArrays learnable = params;
+  if (k.neuron != "plif") learnable.erase("w");
+  const Array x = to_device(in.x, {C, H, W, steps, N}, device);
+  const Array r = to_device(in.r, {C, H, W, T, N}, device);
+  const NamedArrays zero_state = {{"v", Array::zeros({C, H, W, N}, DType::f32, device)}};
+
+  const NeuronForward replayed = neuron_forward(folded, NeuronKernelKind::training_forward,
+                                                {{"x", x}}, {}, learnable, storage);
+  const NeuronForward stored = neuron_forward(folded, NeuronKernelKind::training_forward,
+                                              {{"x", x}}, zero_state, learnable, storage);
+  EXPECT_EQ(residual_bytes(*replayed.residuals), 0u);
+  EXPECT_EQ(residual_bytes(*stored.residuals), static_cast<std::size_t>(kNeurons * T * 4));
+  const std::vector<double> spikes = replayed.outputs.at("s").to_doubles();
+  EXPECT_EQ(spikes, stored.outputs.at("s").to_doubles());
+  double fired = 0;
+  for (double v : spikes) fired += v;
+  ASSERT_GT(fired, 0.1 * static_cast<double>(spikes.size())) << "too few spikes to test";
+  ASSERT_LT(fired, 0.9 * static_cast<double>(spikes.size())) << "too many spikes to test";
+
+  const NeuronGradients a = neuron_backward(folded, *replayed.residuals, {{"s", r}});
+  const NeuronGradients b = neuron_backward(folded, *stored.residuals, {{"s", r}});
+  const std::vector<double> gx = a.inputs.at("x").to_doubles();
+  double largest = 0;
+  for (double v : gx) largest = std::max(largest, std::abs(v));
+  ASSERT_GT(largest, 0) << "a zero input gradient compares nothing";
+  EXPECT_EQ(gx, b.inputs.at("x").to_doubles());
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (const auto& [name, grad] : a.params)
+    EXPECT_EQ(grad.to_doubles(), b.params.at(name).to_doubles()) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Neurons, Replay,
+                         ::testing::Combine(::testing::ValuesIn(cases()),
+                                            ::testing::Values(std::int64_t{T}, std::int64_t{1})),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name +
+                                  (std::get<1>(info.param) == 1 ? "_one_step" : "_all_steps");
+                         });
+
+// Past the steps a replay keeps, the residuals are stored.
+TEST(Replay, LongRunsStoreTheirResiduals) {
+  constexpr std::int64_t kLong = 17;
+  const Device device = test::device();
+  const Neuron folded = Neuron::builtin("lif").with_channel_affine();
+  NeuronStorage storage;
+  storage.time_axis = 1;
+  const Array ones = Array::full({C}, 1.0, DType::f32, device);
+  const NamedArrays params = {
+      {"bn_center", Array::zeros({C}, DType::f32, device)}, {"bn_scale", ones}, {"bn_shift", ones}};
+  for (const std::int64_t steps : {std::int64_t{16}, kLong}) {
+    const Array x = Array::full({C, steps, N}, 0.5, DType::f32, device);
+    const NeuronForward f =
+        neuron_forward(folded, NeuronKernelKind::training_forward, {{"x", x}}, {}, params, storage);
+    EXPECT_EQ(residual_bytes(*f.residuals),
+              steps == kLong ? static_cast<std::size_t>(C * kLong * N * 4) : 0u)
+        << steps << " steps";
+    const NeuronGradients g = neuron_backward(
+        folded, *f.residuals, {{"s", Array::full({C, steps, N}, 1.0, DType::f32, device)}});
+    EXPECT_EQ(g.inputs.at("x").shape(), x.shape());
+  }
+}
+
 }  // namespace
 }  // namespace flexkit::nn

@@ -102,7 +102,9 @@ class Neuron {
   // ([C] arrays, always given); bn_scale and bn_shift are learnable, so neuron_backward returns
   // sum(dL/dx' * (x - bn_center)) and sum(dL/dx') per channel, and dL/dx = dL/dx' * bn_scale.
   // The training forward keeps a reference to its input for the backward instead of storing a
-  // copy: leave the input unchanged until then.
+  // copy: leave the input unchanged until then. Up to T = 16 steps, without initial states, it
+  // stores no residuals either: the backward replays the steps forward from the input first
+  // (the same floats as f32 residuals; residual_bytes is 0).
   Neuron with_channel_affine() const;
 
   const std::string& name() const;

@@ -49,6 +49,17 @@ class Generator {
     used_in_.assign(k.seq_in.size(), false);
     for (const ir::Instr& in : k.body.instrs)
       if (in.op == ir::Op::seq_in) used_in_[static_cast<std::size_t>(in.slot)] = true;
+    read_in_ = used_in_;
+    replay_reads_.assign(k.seq_in.size(), false);
+    replay_index_.assign(k.seq_in.size(), -1);
+    if (k.replay) {
+      for (const ir::Instr& in : k.replay->body.instrs)
+        if (in.op == ir::Op::seq_in)
+          read_in_[static_cast<std::size_t>(in.slot)] =
+              replay_reads_[static_cast<std::size_t>(in.slot)] = true;
+      for (std::size_t s = 0, r = 0; s < k.seq_in.size(); ++s)
+        if (k.seq_in[s].replayed) replay_index_[s] = static_cast<int>(r++);
+    }
     int loaded = 0;
     for (std::size_t s = 0; s < used_in_.size(); ++s) loaded += per_step(s) ? 1 : 0;
     // Registers for the batch grow with the loaded sequences; fewer steps ahead then.
@@ -59,6 +70,10 @@ class Generator {
     header();
     body_function();
     os_.blank();
+    if (k_.replay) {
+      replay_function();
+      os_.blank();
+    }
     kernel();
     return os_.str();
   }
@@ -148,8 +163,87 @@ class Generator {
                comment_safe(k_.carried[c].name));
   }
 
-  bool steady(std::size_t s) const { return used_in_[s] && k_.seq_in[s].steady; }
-  bool per_step(std::size_t s) const { return used_in_[s] && !k_.seq_in[s].steady; }
+  // The replay's step: the kernel's seq_in values in (only those it reads are set), its own
+  // carried values updated, the replayed values out.
+  void replay_function() {
+    const StepReplay& r = *k_.replay;
+    os_.line("// One replayed forward step of one neuron.");
+    CodeStream::Scope fn(os_, "__device__ __forceinline__ void replay_body(const float (&in)[",
+                         ni(), "], float (&state)[", at_least_one(r.carried.size()),
+                         "], const float (&p)[", np(), "], float (&out)[",
+                         at_least_one(r.values.size()), "])");
+    for (std::size_t i = 0; i < r.body.instrs.size(); ++i) {
+      const ir::Instr& in = r.body.instrs[i];
+      const std::string lhs = cat("const float v", i, " = ");
+      switch (in.op) {
+        case ir::Op::constant:
+          os_.line(lhs, codegen::float_literal(in.constant), ";  // ", decimal(in.constant));
+          break;
+        case ir::Op::seq_in:
+          os_.line(lhs, "in[", in.slot, "];  // ", comment_safe(k_.seq_in[in.slot].name));
+          break;
+        case ir::Op::carried:
+          os_.line(lhs, "state[", in.slot, "];  // ", comment_safe(r.carried[in.slot].name));
+          break;
+        case ir::Op::param:
+          os_.line(lhs, "p[", in.slot, "];  // ", comment_safe(k_.params[in.slot].name));
+          break;
+        default:
+          os_.line(lhs, codegen::device_op_call(in, value(in.a), value(in.b), value(in.c)), ";");
+          break;
+      }
+    }
+    for (std::size_t v = 0; v < r.values.size(); ++v)
+      os_.line("out[", v, "] = ", value(r.values[v]), ";");
+    for (std::size_t c = 0; c < r.carried.size(); ++c)
+      os_.line("state[", c, "] = ", value(r.carried_next[c]), ";  // ",
+               comment_safe(r.carried[c].name));
+  }
+
+  // The replay at the start of a thread: its steps run forward, every replayed value kept in
+  // `replayed` (local memory, indexed by the step), for the reverse loop to read.
+  void replay_loop() {
+    const StepReplay& r = *k_.replay;
+    const std::size_t count = at_least_one(r.values.size());
+    os_.line("// The forward steps replayed: the values a stored residual would hold.");
+    os_.line("float replayed[", kMaxReplaySteps, "][V][", count, "];");
+    {
+      CodeStream::Scope scope(os_);
+      os_.line("float rstate[V][", at_least_one(r.carried.size()), "];");
+      os_.line("#pragma unroll");
+      {
+        CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
+        for (std::size_t c = 0; c < r.carried.size(); ++c)
+          os_.line("rstate[l][", c, "] = ", codegen::float_literal(r.carried[c].init_value),
+                   ";  // ", comment_safe(r.carried[c].name));
+        if (r.carried.empty()) os_.line("rstate[l][0] = 0.0f;");
+      }
+      os_.line("#pragma unroll 4");
+      CodeStream::Scope steps(os_, "for (int64_t t = 0; t < steps; ++t)");
+      os_.line("const int64_t at = t * inner + base;");
+      os_.line("#pragma unroll");
+      CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
+      std::string init;
+      for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
+        std::string v = "0.0f";
+        if (replay_reads_[s])
+          v = k_.seq_in[s].steady
+                  ? cat("steady", s, "[l]")
+                  : codegen::device_load(k_.seq_in[s].dtype, cat("in", s, "[at + l]"), in_iwl(s));
+        init += cat(s ? ", " : "", v);
+      }
+      if (k_.seq_in.empty()) init = "0.0f";
+      os_.line("const float in[", ni(), "] = {", init, "};");
+      os_.line("float out[", count, "];");
+      os_.line("replay_body(in, rstate[l], p[l], out);");
+      os_.line("#pragma unroll");
+      os_.line("for (int v = 0; v < ", count, "; ++v) replayed[t][l][v] = out[v];");
+    }
+  }
+
+  bool replayed(std::size_t s) const { return replay_index_[s] >= 0; }
+  bool steady(std::size_t s) const { return read_in_[s] && k_.seq_in[s].steady; }
+  bool per_step(std::size_t s) const { return used_in_[s] && !k_.seq_in[s].steady && !replayed(s); }
   std::string in_iwl(std::size_t s) const { return cat("in", s, "_iwl"); }
   std::string out_iwl(std::size_t s) const { return cat("out", s, "_iwl"); }
   std::string out_stats(std::size_t s) const { return cat("out", s, "_stats"); }
@@ -163,28 +257,29 @@ class Generator {
           ";");
   }
 
-  // `const float in[]` for one step, each loaded slot's value from `raw(slot)`.
+  // `const float in[]` for step `t` (an expression), each loaded slot's value from `raw(slot)`.
   template <class Raw>
-  void inputs(const Raw& raw) {
+  void inputs(const Raw& raw, const std::string& t) {
     std::string init;
     for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
-      init += cat(s ? ", " : "", steady(s) ? cat("steady", s, "[l]")
-                                 : used_in_[s]
-                                     ? codegen::device_load(k_.seq_in[s].dtype, raw(s), in_iwl(s))
-                                     : std::string("0.0f"));
+      init += cat(s ? ", " : "", !used_in_[s]  ? std::string("0.0f")
+                                 : replayed(s) ? cat("replayed[", t, "][l][", replay_index_[s], "]")
+                                 : steady(s)
+                                     ? cat("steady", s, "[l]")
+                                     : codegen::device_load(k_.seq_in[s].dtype, raw(s), in_iwl(s)));
     if (k_.seq_in.empty()) init = "0.0f";
     os_.line("const float in[", ni(), "] = {", init, "};");
   }
 
   // One step for the V lanes of this thread: loads already in raw<s>[u][lane], stores as one
   // vector word per output at element index `at` (of lane 0).
-  void lanes_step(const std::string& raw_index) {
+  void lanes_step(const std::string& raw_index, const std::string& t) {
     for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
       os_.line(codegen::device_type(k_.seq_out[j].dtype), " w", j, "[V];");
     {
       os_.line("#pragma unroll");
       CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
-      inputs([&](std::size_t s) { return cat("raw", s, raw_index, "[l]"); });
+      inputs([&](std::size_t s) { return cat("raw", s, raw_index, "[l]"); }, t);
       os_.line("float out[", no(), "];");
       os_.line("step_body(in, state[l], p[l], out);");
       store_outputs_to_lanes();
@@ -207,7 +302,7 @@ class Generator {
     CodeStream::Scope step(os_, "for (int u = 0; u < kBatch; ++u)");
     if (guarded) os_.line("if (u >= count) break;");
     os_.line("const int64_t at = first", dir, "u * inner;");
-    lanes_step("[u]");
+    lanes_step("[u]", cat("(", first_t, dir, "u)"));
   }
 
   void kernel() {
@@ -231,7 +326,7 @@ class Generator {
           "constexpr int kBatch = V == 1 ? kBatchSteps : (kBatchSteps / 2 > 2 ? kBatchSteps / 2 : "
           "2);");
       for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
-        if (!used_in_[s]) continue;
+        if (!read_in_[s] || replayed(s)) continue;
         const char* type = codegen::device_type(k_.seq_in[s].dtype);
         os_.line("const ", type, "* __restrict__ in", s, " = static_cast<const ", type,
                  "*>(args.seq_in[", s, "]);  // ", comment_safe(k_.seq_in[s].name), ": ",
@@ -278,6 +373,7 @@ class Generator {
                      comment_safe(k_.carried[c].name));
           if (k_.carried.empty()) os_.line("state[l][0] = 0.0f;");
         }
+        if (k_.replay) replay_loop();
         const std::string first_t = rev ? "(steps - 1 - step)" : "step";
         const char* dir = rev ? " - " : " + ";
         // Whole batches of kBatch steps: every load of the batch is issued before the first
@@ -300,7 +396,7 @@ class Generator {
             os_.line(codegen::device_type(k_.seq_in[s].dtype), " raw", s, "[V];");
             os_.line("ldcs_lanes<V>(in", s, " + at, raw", s, ");");
           }
-          lanes_step("");
+          lanes_step("", first_t);
         }
         {
           CodeStream::Scope wide(os_, "else if (step < steps)");
@@ -334,7 +430,10 @@ class Generator {
   }
 
   const StepKernel& k_;
-  std::vector<bool> used_in_;
+  std::vector<bool> used_in_;       // read by the body
+  std::vector<bool> read_in_;       // read by the body or the replay
+  std::vector<bool> replay_reads_;  // read by the replay
+  std::vector<int> replay_index_;   // per seq_in slot: its index in the replay's values, or -1
   int batch_ = 8;
   CodeStream os_;
 };
@@ -402,6 +501,41 @@ void check_step_kernel(const StepKernel& k) {
       if (id < 0 || id >= n)
         throw ValueError(what(
             cat("an output refers to value %", id, ", which does not exist\n", snn::to_string(k))));
+
+  std::size_t replayed = 0;
+  for (const snn::SequenceSlot& s : k.seq_in) replayed += s.replayed ? 1 : 0;
+  if (!k.replay) {
+    if (replayed > 0) throw ValueError(what("replayed inputs need a replay"));
+    return;
+  }
+  const snn::StepReplay& r = *k.replay;
+  if (!k.reverse) throw ValueError(what("only a reverse kernel replays the forward steps"));
+  if (r.values.size() != replayed || r.carried_next.size() != r.carried.size() ||
+      r.carried.size() > static_cast<std::size_t>(kStepMaxSlots))
+    throw ValueError(what("the replay needs one value per replayed input and carried value"));
+  const int rn = static_cast<int>(r.body.instrs.size());
+  for (int i = 0; i < rn; ++i) {
+    const ir::Instr& in = r.body.instrs[static_cast<std::size_t>(i)];
+    const ir::OpInfo& info = ir::op_info(in.op);
+    bool ok = info.in_steps;
+    if (in.op == ir::Op::seq_in)
+      ok = in.slot >= 0 && static_cast<std::size_t>(in.slot) < k.seq_in.size() &&
+           !k.seq_in[static_cast<std::size_t>(in.slot)].replayed;
+    else if (in.op == ir::Op::carried)
+      ok = in.slot >= 0 && static_cast<std::size_t>(in.slot) < r.carried.size();
+    else if (in.op == ir::Op::param)
+      ok = in.slot >= 0 && static_cast<std::size_t>(in.slot) < k.params.size();
+    const int args[3] = {in.a, in.b, in.c};
+    for (int j = 0; j < info.arity; ++j) ok = ok && args[j] >= 0 && args[j] < i;
+    if (!ok)
+      throw ValueError(what(cat("replay instruction %", i, " (", info.name,
+                                ") refers to a missing value or slot\n", snn::to_string(k))));
+  }
+  for (const std::vector<int>* ids : {&r.values, &r.carried_next})
+    for (int id : *ids)
+      if (id < 0 || id >= rn)
+        throw ValueError(what(cat("a replay output refers to value %", id,
+                                  ", which does not exist\n", snn::to_string(k))));
 }
 
 }  // namespace flexkit::codegen

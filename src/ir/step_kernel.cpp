@@ -60,35 +60,15 @@ std::string value_ref(int id) {
   return cat("%", id);
 }
 
-}  // namespace
-
-std::string to_string(const StepKernel& kernel) {
-  const auto in_labels = slot_labels(kernel.seq_in);
-  const auto out_labels = slot_labels(kernel.seq_out);
-  const auto carried_labels = slot_labels(kernel.carried);
-  const auto param_labels = slot_labels(kernel.params);
-
-  std::string s =
-      cat("step_kernel ", kernel.name, kernel.reverse ? " (reverse)" : " (forward)", "\n");
-  for (std::size_t i = 0; i < kernel.seq_in.size(); ++i)
-    s += cat("  seq_in ", i, " ", kernel.seq_in[i].name, ": ", dtype_name(kernel.seq_in[i].dtype),
-             kernel.seq_in[i].steady ? " (steady)" : "", "\n");
-  for (std::size_t i = 0; i < kernel.seq_out.size(); ++i)
-    s += cat("  seq_out ", i, " ", kernel.seq_out[i].name, ": ",
-             dtype_name(kernel.seq_out[i].dtype), "\n");
-  for (std::size_t i = 0; i < kernel.carried.size(); ++i)
-    s += cat("  carried ", i, " ", kernel.carried[i].name, " (init ",
-             float_text(kernel.carried[i].init_value), ")\n");
-  for (std::size_t i = 0; i < kernel.params.size(); ++i)
-    s += cat("  param ", i, " ", kernel.params[i].name,
-             kernel.params[i].per_neuron    ? ": per neuron"
-             : kernel.params[i].per_channel ? ": per channel"
-                                            : ": scalar",
-             "\n");
-
-  for (std::size_t i = 0; i < kernel.body.instrs.size(); ++i) {
-    const ir::Instr& in = kernel.body.instrs[i];
-    s += cat("  %", i, " = ", ir::op_info(in.op).name);
+// One instruction per line, leaves named by their slots' labels.
+std::string program_listing(const StepProgram& program, const std::string& indent,
+                            const std::vector<std::string>& in_labels,
+                            const std::vector<std::string>& carried_labels,
+                            const std::vector<std::string>& param_labels) {
+  std::string s;
+  for (std::size_t i = 0; i < program.instrs.size(); ++i) {
+    const ir::Instr& in = program.instrs[i];
+    s += cat(indent, "%", i, " = ", ir::op_info(in.op).name);
     switch (in.op) {
       case ir::Op::constant:
         s += cat(" ", float_text(in.constant));
@@ -115,12 +95,59 @@ std::string to_string(const StepKernel& kernel) {
     }
     s += "\n";
   }
+  return s;
+}
+
+}  // namespace
+
+std::string to_string(const StepKernel& kernel) {
+  const auto in_labels = slot_labels(kernel.seq_in);
+  const auto out_labels = slot_labels(kernel.seq_out);
+  const auto carried_labels = slot_labels(kernel.carried);
+  const auto param_labels = slot_labels(kernel.params);
+
+  std::string s =
+      cat("step_kernel ", kernel.name, kernel.reverse ? " (reverse)" : " (forward)", "\n");
+  for (std::size_t i = 0; i < kernel.seq_in.size(); ++i)
+    s += cat("  seq_in ", i, " ", kernel.seq_in[i].name, ": ", dtype_name(kernel.seq_in[i].dtype),
+             kernel.seq_in[i].steady ? " (steady)" : "",
+             kernel.seq_in[i].replayed ? " (replayed)" : "", "\n");
+  for (std::size_t i = 0; i < kernel.seq_out.size(); ++i)
+    s += cat("  seq_out ", i, " ", kernel.seq_out[i].name, ": ",
+             dtype_name(kernel.seq_out[i].dtype), "\n");
+  for (std::size_t i = 0; i < kernel.carried.size(); ++i)
+    s += cat("  carried ", i, " ", kernel.carried[i].name, " (init ",
+             float_text(kernel.carried[i].init_value), ")\n");
+  for (std::size_t i = 0; i < kernel.params.size(); ++i)
+    s += cat("  param ", i, " ", kernel.params[i].name,
+             kernel.params[i].per_neuron    ? ": per neuron"
+             : kernel.params[i].per_channel ? ": per channel"
+                                            : ": scalar",
+             "\n");
+
+  s += program_listing(kernel.body, "  ", in_labels, carried_labels, param_labels);
   for (std::size_t j = 0; j < kernel.seq_out_value.size(); ++j)
     s += cat("  seq_out ", label(out_labels, static_cast<int>(j)), " = ",
              value_ref(kernel.seq_out_value[j]), "\n");
   for (std::size_t k = 0; k < kernel.carried_next.size(); ++k)
     s += cat("  carried_next ", label(carried_labels, static_cast<int>(k)), " = ",
              value_ref(kernel.carried_next[k]), "\n");
+  if (kernel.replay) {
+    // Its carried lines do not start with "  carried ": their initial values stay in the
+    // structure (they are compiled in, not launch parameters).
+    const StepReplay& r = *kernel.replay;
+    const auto replay_carried = slot_labels(r.carried);
+    s += "  replay (t = 0..T-1, first)\n";
+    for (std::size_t i = 0; i < r.carried.size(); ++i)
+      s += cat("    replay carried ", i, " ", r.carried[i].name, " (init ",
+               float_text(r.carried[i].init_value), ")\n");
+    s += program_listing(r.body, "    ", in_labels, replay_carried, param_labels);
+    for (std::size_t k = 0; k < r.carried_next.size(); ++k)
+      s += cat("    carried_next ", label(replay_carried, static_cast<int>(k)), " = ",
+               value_ref(r.carried_next[k]), "\n");
+    for (std::size_t v = 0; v < r.values.size(); ++v)
+      s += cat("    replayed ", v, " = ", value_ref(r.values[v]), "\n");
+  }
   return s;
 }
 

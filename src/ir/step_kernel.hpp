@@ -17,8 +17,14 @@
 //     run body; seq_out[j][at(t, n)] = store(value seq_out_value[j])
 //     carried[k] = value carried_next[k]
 //   carried_final[k][n] = carried[k]   (where a final array is given)
+//
+// A reverse kernel may carry a replay: before its steps it runs the replay program forward over
+// t = 0..T-1 (the replay's own carried values starting at their init values) and keeps, per
+// neuron and step, the values its seq_in slots marked `replayed` read at step t. Those slots take
+// no array: values a training forward would otherwise store are recomputed from the inputs.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +49,8 @@ struct SequenceSlot {
   // seq_in only: one value per neuron, [outer, 1, inner], read at every step (a constant input
   // current), loaded once.
   bool steady = false;
+  // seq_in only, in a kernel with a replay: the value at step t is the replay's, not loaded.
+  bool replayed = false;
 };
 
 struct CarriedSlot {
@@ -58,6 +66,19 @@ struct ParamSlot {
   bool per_channel = false;
 };
 
+// The forward steps a reverse kernel recomputes first (see the top of this file).
+struct StepReplay {
+  // Leaves: constants, the kernel's params, its seq_in slots that are not replayed, and the
+  // replay's own carried values.
+  StepProgram body;
+  std::vector<CarriedSlot> carried;  // start at init_value (part of the kernel's identity)
+  std::vector<int> carried_next;
+  std::vector<int> values;  // per replayed seq_in slot, in slot order: the value it reads
+};
+
+// The most steps a replay keeps per neuron (the CUDA kernel holds them in a per-thread array).
+inline constexpr std::int64_t kMaxReplaySteps = 16;
+
 struct StepKernel {
   std::string name;  // e.g. "lif_training_forward"; a C identifier
   bool reverse = false;
@@ -68,6 +89,7 @@ struct StepKernel {
   std::vector<int> carried_next;  // value id each carried value takes after a step
   std::vector<ParamSlot> params;
   StepProgram body;
+  std::optional<StepReplay> replay;  // reverse kernels only
   // step_kernel_structure of this kernel when the kernel was memoised with it (the backends'
   // cache key); empty = compute it on use.
   std::string structure;
@@ -93,7 +115,7 @@ struct StepKernelLaunch {
   std::int64_t inner = 0;
   // Neurons per channel of per_channel params (a divisor of neurons); 0 when there are none.
   std::int64_t channel_neurons = 0;
-  std::vector<Array> seq_in;
+  std::vector<Array> seq_in;  // empty (default-constructed) for replayed slots
   std::vector<Array> seq_out;
   std::vector<Array> carried_init;   // [N] f32 or empty
   std::vector<Array> carried_final;  // [N] f32 or empty

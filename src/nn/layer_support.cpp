@@ -130,7 +130,8 @@ std::vector<std::pair<std::string, std::string>> precision_formats(const Precisi
           {"optimizer state", "flex16 (autoflex); Adam's second moment f32"},
           {"matrix products and convolutions", "exact integer sums, rounded once"},
           {"batch statistics, BatchNorm running estimates", "f32"},
-          {"neuron residuals (what backward re-reads)", "f32"},
+          {"neuron residuals (what backward re-reads)",
+           "f32; none after a BatchNorm (replayed from the kept input)"},
           {"spike rates and loss", "f32"}};
 }
 

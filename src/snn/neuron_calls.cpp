@@ -302,8 +302,9 @@ void set_exact_iwls(const snn::NeuronCompiled& c, snn::ForwardKernelConfig confi
 
 std::size_t residual_bytes(const NeuronResiduals& residuals) {
   std::size_t bytes = 0;  // the stored values; kept inputs belong to the caller
-  const std::size_t stored =
-      residuals.neuron ? residuals.neuron->residuals.size() : residuals.values.size();
+  const std::size_t stored = residuals.replayed ? 0
+                             : residuals.neuron ? residuals.neuron->residuals.size()
+                                                : residuals.values.size();
   for (std::size_t r = 0; r < stored && r < residuals.values.size(); ++r)
     bytes += residuals.values[r].nbytes();
   return bytes;
@@ -340,6 +341,8 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
   snn::ForwardKernelConfig config;
   config.kind = kind;
   config.storage = storage;
+  config.residuals_replayed = kind == NeuronKernelKind::training_forward &&
+                              snn::replay_residuals(c, g.steps, !initial_states.empty());
   snn::StepKernelLaunch launch;
   launch.neurons = g.neurons;
   launch.steps = g.steps;
@@ -397,6 +400,7 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
     residuals->device = g.device;
     residuals->residual_dtype = storage.residual_dtype;
     residuals->steady_inputs = steady;
+    residuals->replayed = config.residuals_replayed;
     while (next < sequences.size()) residuals->values.push_back(sequences[next++]);
     if (c.inputs_kept)  // read by the backward where they are
       for (const Array& x : kernel_inputs) residuals->values.push_back(x);
@@ -434,15 +438,18 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
   snn::BackwardKernelConfig config;
   config.residual_dtype = residuals.residual_dtype;
   config.steady_inputs = residuals.steady_inputs;
-  for (std::size_t r = c.residuals.size(); r < residuals.values.size(); ++r)
+  config.replayed = residuals.replayed;
+  const std::size_t stored = residuals.replayed ? 0 : c.residuals.size();
+  for (std::size_t r = stored; r < residuals.values.size(); ++r)
     config.kept_inputs.push_back(residuals.values[r].dtype());
   snn::StepKernelLaunch launch;
   launch.neurons = g.neurons;
   launch.steps = g.steps;
   launch.inner = g.inner;
   launch.channel_neurons = g.channel_neurons();
+  if (residuals.replayed) launch.seq_in.resize(c.residuals.size());  // no arrays: replayed
   for (std::size_t r = 0; r < residuals.values.size(); ++r) {
-    const bool kept = r >= c.residuals.size();
+    const bool kept = r >= stored;
     launch.seq_in.push_back(kept && residuals.steady_inputs ? steady_view(residuals.values[r], g)
                                                             : launch_view(residuals.values[r], g));
   }

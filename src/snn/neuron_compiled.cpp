@@ -48,7 +48,32 @@ std::string kernel_name(const NeuronCompiled& neuron, std::string_view kind) {
   return cat(name, "_", kind);
 }
 
+// The forward step computing the residuals from the kept inputs (kernel slots from kept_base),
+// the states (from their initial values) and the parameters.
+StepReplay make_replay(const NeuronCompiled& neuron, int kept_base) {
+  const LoweredStep& step = neuron.step;
+  StepReplay r;
+  for (std::size_t s = 0; s < neuron.spec.states.size(); ++s)
+    r.carried.push_back({neuron.spec.states[s], static_cast<float>(neuron.initial_values[s])});
+  std::vector<int> values = neuron.residuals;
+  values.insert(values.end(), step.new_states.begin(), step.new_states.end());
+  std::vector<int*> roots;
+  for (int& v : values) roots.push_back(&v);
+  r.body = prune_program(step.body, roots, /*strip_detach=*/true);
+  for (ir::Instr& in : r.body.instrs)
+    if (in.op == ir::Op::seq_in) in.slot += kept_base;
+  const auto residuals = static_cast<std::ptrdiff_t>(neuron.residuals.size());
+  r.values.assign(values.begin(), values.begin() + residuals);
+  r.carried_next.assign(values.begin() + residuals, values.end());
+  return r;
+}
+
 }  // namespace
+
+bool replay_residuals(const NeuronCompiled& neuron, std::int64_t steps, bool initial_states_given) {
+  return neuron.inputs_kept && !initial_states_given && steps <= kMaxReplaySteps &&
+         !neuron.residuals.empty();
+}
 
 StepKernel make_forward_kernel(const NeuronCompiled& neuron, const ForwardKernelConfig& config) {
   const NeuronSpec& spec = neuron.spec;
@@ -75,7 +100,7 @@ StepKernel make_forward_kernel(const NeuronCompiled& neuron, const ForwardKernel
       values.push_back(step.new_states[s]);
     }
   }
-  if (config.kind == NeuronKernelKind::training_forward) {
+  if (config.kind == NeuronKernelKind::training_forward && !config.residuals_replayed) {
     for (int r : neuron.residuals) {
       k.seq_out.push_back(
           {cat("residual ", residual_name(neuron, r)), config.storage.residual_dtype});
@@ -102,18 +127,24 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   k.params = step.runtime_params;
   StepBuilder b;
 
-  // Forward values are recomputed from the stored residuals and the parameters.
+  // Forward values are recomputed from the stored (or replayed) residuals and the parameters.
   std::vector<int> residual_slot(fwd.size(), -1);
   for (std::size_t r = 0; r < neuron.residuals.size(); ++r) {
     residual_slot[static_cast<std::size_t>(neuron.residuals[r])] = static_cast<int>(r);
-    k.seq_in.push_back(
-        {cat("residual ", residual_name(neuron, neuron.residuals[r])), config.residual_dtype});
+    SequenceSlot slot{cat("residual ", residual_name(neuron, neuron.residuals[r])),
+                      config.replayed ? DType::f32 : config.residual_dtype};
+    slot.replayed = config.replayed;
+    k.seq_in.push_back(std::move(slot));
   }
   const int kept_base = static_cast<int>(k.seq_in.size());
   if (neuron.inputs_kept)
     for (std::size_t i = 0; i < spec.inputs.size(); ++i)
       k.seq_in.push_back(
           {cat("input ", spec.inputs[i]), config.kept_inputs.at(i), config.steady_inputs});
+  if (config.replayed) {
+    if (!neuron.inputs_kept) throw std::logic_error("a replay needs the kept inputs");
+    k.replay = make_replay(neuron, kept_base);
+  }
   std::vector<int> memo(fwd.size(), -1);
   std::function<int(int)> forward_value = [&](int id) -> int {
     int& m = memo[static_cast<std::size_t>(id)];
@@ -244,18 +275,19 @@ std::string dtype_key(const std::optional<DType>& d) {
 
 std::shared_ptr<const StepKernel> forward_kernel(const NeuronCompiled& neuron,
                                                  const ForwardKernelConfig& config) {
-  std::string key = cat(
-      "fwd ", to_string(config.kind), " ", dtype_name(config.storage.sequence_dtype), " ",
-      dtype_name(config.storage.spike_dtype), " ", dtype_name(config.storage.residual_dtype), " ",
-      config.storage.keep_state_sequences, " repeat ", config.storage.repeat_steps > 0, " in");
+  std::string key =
+      cat("fwd ", to_string(config.kind), " ", dtype_name(config.storage.sequence_dtype), " ",
+          dtype_name(config.storage.spike_dtype), " ", dtype_name(config.storage.residual_dtype),
+          " ", config.storage.keep_state_sequences, " repeat ", config.storage.repeat_steps > 0,
+          " replayed ", config.residuals_replayed, " in");
   for (DType d : config.input_dtypes) key += cat(" ", dtype_name(d));
   return memoised(neuron, key, [&] { return make_forward_kernel(neuron, config); });
 }
 
 std::shared_ptr<const StepKernel> backward_kernel(const NeuronCompiled& neuron,
                                                   const BackwardKernelConfig& config) {
-  std::string key =
-      cat("bwd ", dtype_name(config.residual_dtype), " steady ", config.steady_inputs, " kept");
+  std::string key = cat("bwd ", dtype_name(config.residual_dtype), " steady ", config.steady_inputs,
+                        " replayed ", config.replayed, " kept");
   for (DType d : config.kept_inputs) key += cat(" ", dtype_name(d));
   key += " out";
   for (const auto& d : config.grad_outputs) key += cat(" ", dtype_key(d));

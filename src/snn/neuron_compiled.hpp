@@ -53,6 +53,9 @@ struct ForwardKernelConfig {
   NeuronKernelKind kind = NeuronKernelKind::inference;
   std::vector<DType> input_dtypes;
   NeuronStorage storage;
+  // training_forward of a neuron whose inputs are kept: no residuals are stored, the backward
+  // replays the steps (see replay_residuals).
+  bool residuals_replayed = false;
 };
 bool writes_state_sequences(const ForwardKernelConfig& config);
 StepKernel make_forward_kernel(const NeuronCompiled& neuron, const ForwardKernelConfig& config);
@@ -74,7 +77,17 @@ struct BackwardKernelConfig {
   bool steady_inputs = false;
   std::vector<std::optional<DType>> grad_outputs;     // per output; nullopt = zero
   std::vector<std::optional<DType>> grad_state_seqs;  // per state; nullopt = zero
+  // The residual slots are replayed (StepKernel::replay): recomputed from the kept inputs by
+  // running the steps forward from the states' initial values, not loaded.
+  bool replayed = false;
 };
+
+// Whether a training forward of `neuron` over `steps` stores no residuals and its backward
+// replays them: the inputs are kept (the backward reads them anyway), the states start from
+// their initial values (no initial-state arrays given) and T fits a replay. Replayed values are
+// the very floats a stored f32 residual holds, so the gradients are the same bits either way;
+// the forward writes, and the backward reads, T values per neuron and residual fewer.
+bool replay_residuals(const NeuronCompiled& neuron, std::int64_t steps, bool initial_states_given);
 StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKernelConfig& config);
 std::shared_ptr<const StepKernel> backward_kernel(const NeuronCompiled& neuron,
                                                   const BackwardKernelConfig& config);

@@ -17,7 +17,10 @@ struct NeuronResiduals {
   Device device = Device::cpu();
   DType residual_dtype = DType::f32;
   bool steady_inputs = false;  // NeuronStorage::repeat_steps: kept inputs have one step
-  // per planned residual, then (inputs_kept) the kernel inputs: the inputs' full shape
+  // No residual was stored: the backward replays them (snn::replay_residuals).
+  bool replayed = false;
+  // per planned residual (none when replayed), then (inputs_kept) the kernel inputs: the
+  // inputs' full shape
   std::vector<Array> values;
   std::vector<Array> params;  // per run-time parameter: the f32 values the forward read
 };

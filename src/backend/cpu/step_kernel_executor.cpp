@@ -105,6 +105,65 @@ void run_instr(const ir::Instr& in, int lanes, const float* a, const float* b, c
         detail::cat("step kernel: ", ir::op_info(in.op).name, " is not an elementwise op"));
 }
 
+// A leaf's value over the lanes of the block at neuron n0 (param, steady or per-step seq_in at
+// element `base`); false for any other instruction.
+bool load_leaf(const StepKernel& k, const StepKernelLaunch& launch, const ir::Instr& in,
+               std::int64_t n0, std::int64_t base, int lanes, float* dst) {
+  if (in.op == ir::Op::constant) {
+    std::fill(dst, dst + lanes, in.constant);
+    return true;
+  }
+  if (in.op == ir::Op::seq_in) {
+    const bool steady = k.seq_in[static_cast<std::size_t>(in.slot)].steady;
+    load_lanes(launch.seq_in[static_cast<std::size_t>(in.slot)], steady ? n0 : base, lanes, dst);
+    return true;
+  }
+  if (in.op != ir::Op::param) return false;
+  const Array& param = launch.params[static_cast<std::size_t>(in.slot)];
+  const ParamSlot& slot = k.params[static_cast<std::size_t>(in.slot)];
+  const float* values = static_cast<const float*>(param.data());
+  if (slot.per_neuron)
+    load_lanes(param, n0, lanes, dst);
+  else if (slot.per_channel)  // a block's lanes may straddle two channels
+    for (int l = 0; l < lanes; ++l) dst[l] = values[(n0 + l) / launch.channel_neurons];
+  else
+    std::fill(dst, dst + lanes, values[0]);
+  return true;
+}
+
+// The replay of one block: its program over t = 0..T-1 from the carried init values; the
+// replayed values of step t go to out[(t * R + r) * kLanes + lane].
+void replay_block(const StepKernel& k, const StepKernelLaunch& launch, std::int64_t n0,
+                  std::int64_t row_start, std::int64_t inner, int lanes, float* out) {
+  const StepReplay& r = *k.replay;
+  const std::size_t count = r.body.instrs.size(), outs = r.values.size();
+  std::vector<float> reg(count * kLanes), carried(r.carried.size() * kLanes);
+  auto lane_ptr = [&](int id) { return reg.data() + static_cast<std::size_t>(id) * kLanes; };
+  for (std::size_t c = 0; c < r.carried.size(); ++c)
+    std::fill_n(carried.data() + c * kLanes, lanes, r.carried[c].init_value);
+  for (std::int64_t t = 0; t < launch.steps; ++t) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const ir::Instr& in = r.body.instrs[i];
+      float* dst = lane_ptr(static_cast<int>(i));
+      if (in.op == ir::Op::carried) {
+        std::memcpy(dst, carried.data() + static_cast<std::size_t>(in.slot) * kLanes,
+                    static_cast<std::size_t>(lanes) * sizeof(float));
+      } else if (!load_leaf(k, launch, in, n0, row_start + t * inner, lanes, dst)) {
+        const int arity = ir::op_info(in.op).arity;
+        run_instr(in, lanes, arity >= 1 ? lane_ptr(in.a) : nullptr,
+                  arity >= 2 ? lane_ptr(in.b) : nullptr, arity >= 3 ? lane_ptr(in.c) : nullptr,
+                  dst);
+      }
+    }
+    for (std::size_t v = 0; v < outs; ++v)
+      std::memcpy(out + (static_cast<std::size_t>(t) * outs + v) * kLanes, lane_ptr(r.values[v]),
+                  static_cast<std::size_t>(lanes) * sizeof(float));
+    for (std::size_t c = 0; c < r.carried.size(); ++c)
+      std::memcpy(carried.data() + c * kLanes, lane_ptr(r.carried_next[c]),
+                  static_cast<std::size_t>(lanes) * sizeof(float));
+  }
+}
+
 }  // namespace
 
 void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
@@ -119,10 +178,17 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
   const std::int64_t blocks = n / inner * row_blocks;
   std::mutex stats_mutex;
   std::vector<p::Flex16Stats> stats(k.seq_out.size(), p::Flex16Stats{0, 0, 0});
+  // Replayed seq_in slot -> its index in the replay's values (and in a step's block of them).
+  std::vector<int> replayed_index(k.seq_in.size(), -1);
+  for (std::size_t s = 0, r = 0; s < k.seq_in.size(); ++s)
+    if (k.seq_in[s].replayed) replayed_index[s] = static_cast<int>(r++);
+  const std::size_t replayed = k.replay ? k.replay->values.size() : 0;
 
   backend::cpu::parallel_for(blocks, 1, [&](std::int64_t first, std::int64_t last) {
     std::vector<float> reg(values * kLanes);
     std::vector<float> carried(k.carried.size() * kLanes);
+    // The replay's values for every step of the block: [step][replayed slot][lane].
+    std::vector<float> replay_values(static_cast<std::size_t>(steps) * replayed * kLanes);
     std::vector<p::Flex16Stats> local(k.seq_out.size(), p::Flex16Stats{0, 0, 0});
     auto lane_ptr = [&](int id) { return reg.data() + static_cast<std::size_t>(id) * kLanes; };
     for (std::int64_t block = first; block < last; ++block) {
@@ -143,22 +209,12 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
       // Constants, parameters and steady inputs do not change over the steps.
       for (std::size_t i = 0; i < values; ++i) {
         const ir::Instr& in = k.body.instrs[i];
-        float* dst = lane_ptr(static_cast<int>(i));
-        if (in.op == ir::Op::constant) std::fill(dst, dst + lanes, in.constant);
-        if (in.op == ir::Op::seq_in && k.seq_in[static_cast<std::size_t>(in.slot)].steady)
-          load_lanes(launch.seq_in[static_cast<std::size_t>(in.slot)], n0, lanes, dst);
-        if (in.op == ir::Op::param) {
-          const Array& param = launch.params[static_cast<std::size_t>(in.slot)];
-          const ParamSlot& slot = k.params[static_cast<std::size_t>(in.slot)];
-          const float* values = static_cast<const float*>(param.data());
-          if (slot.per_neuron)
-            load_lanes(param, n0, lanes, dst);
-          else if (slot.per_channel)  // a block's lanes may straddle two channels
-            for (int l = 0; l < lanes; ++l) dst[l] = values[(n0 + l) / launch.channel_neurons];
-          else
-            std::fill(dst, dst + lanes, values[0]);
-        }
+        const bool steady_in =
+            in.op == ir::Op::seq_in && k.seq_in[static_cast<std::size_t>(in.slot)].steady;
+        if (in.op == ir::Op::constant || in.op == ir::Op::param || steady_in)
+          load_leaf(k, launch, in, n0, 0, lanes, lane_ptr(static_cast<int>(i)));
       }
+      if (k.replay) replay_block(k, launch, n0, row_start, inner, lanes, replay_values.data());
       for (std::int64_t step = 0; step < steps; ++step) {
         const std::int64_t t = k.reverse ? steps - 1 - step : step;
         const std::int64_t base = row_start + t * inner;
@@ -170,7 +226,10 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
             case ir::Op::param:
               break;
             case ir::Op::seq_in:
-              if (!k.seq_in[static_cast<std::size_t>(in.slot)].steady)
+              if (const int r = replayed_index[static_cast<std::size_t>(in.slot)]; r >= 0)
+                std::memcpy(dst, replay_values.data() + (t * replayed + r) * kLanes,
+                            static_cast<std::size_t>(lanes) * sizeof(float));
+              else if (!k.seq_in[static_cast<std::size_t>(in.slot)].steady)
                 load_lanes(launch.seq_in[static_cast<std::size_t>(in.slot)], base, lanes, dst);
               break;
             case ir::Op::carried:

@@ -76,6 +76,9 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   if (n > 0 && n % inner != 0)
     throw ValueError(cat("step kernel ", kernel.name, ": inner ", inner,
                          " does not divide the neuron count ", n));
+  if (kernel.replay && launch.steps > kMaxReplaySteps)
+    throw UnsupportedError(cat("step kernel ", kernel.name, ": a replay keeps at most ",
+                               kMaxReplaySteps, " steps, the launch has ", launch.steps));
   if (n <= 0 || device < 0) {
     // Nothing was stored: a flex16 output's record says so.
     for (std::size_t j = 0; j < kernel.seq_out.size(); ++j)
@@ -98,6 +101,7 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   args.channel_neurons = launch.channel_neurons > 0 ? launch.channel_neurons : 1;
   std::vector<std::size_t> flex_outputs;
   for (std::size_t s = 0; s < kernel.seq_in.size(); ++s) {
+    if (kernel.seq_in[s].replayed) continue;  // no array: the kernel recomputes it
     args.seq_in[s] = launch.seq_in[s].data();
     if (kernel.seq_in[s].dtype == DType::flex16) args.seq_in_iwl[s] = launch.seq_in[s].iwl();
   }
@@ -138,7 +142,8 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   bool vec4 = (!kernel.reverse || launch.steps < 8) && n % 4 == 0 && inner % 4 == 0;
   for (const auto* arrays : {&launch.seq_in, &launch.seq_out})
     for (const Array& a : *arrays)
-      vec4 = vec4 && reinterpret_cast<std::uintptr_t>(a.data()) % (4 * itemsize(a.dtype())) == 0;
+      vec4 = vec4 && (!a.defined() ||
+                      reinterpret_cast<std::uintptr_t>(a.data()) % (4 * itemsize(a.dtype())) == 0);
   const std::int64_t threads = vec4 ? n / 4 : n;
   const unsigned block = block_size(threads, multiprocessors(device));
   const std::int64_t blocks = (threads + block - 1) / block;
