@@ -30,9 +30,16 @@ fi
 baseline_benches=${BASELINE_BENCHES-"bench_expr bench_neuron bench_gemm bench_conv"}
 baseline_pid=
 if [ -n "${BASELINE_DIR:-}" ]; then
+  baseline_cli=OFF  # the command line (CLI11) only where it is asked for
+  baseline_cli_args=()
+  if [[ " $baseline_benches " == *" flexkit_cli "* ]]; then
+    baseline_cli=ON
+    [ -d .deps/cli11/usr/include ] &&
+      baseline_cli_args=(-DFLEXKIT_CLI11_INCLUDE_DIR="$PWD/.deps/cli11/usr/include")
+  fi
   # shellcheck disable=SC2086
   (cmake -S "$BASELINE_DIR" -B "$build-baseline" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-         -DFLEXKIT_PYTHON=OFF -DFLEXKIT_TESTS=OFF -DFLEXKIT_CLI=OFF "${zlib_args[@]}" \
+         -DFLEXKIT_PYTHON=OFF -DFLEXKIT_TESTS=OFF -DFLEXKIT_CLI=$baseline_cli "${baseline_cli_args[@]}" "${zlib_args[@]}" \
          >"$logs/baseline-build.log" 2>&1 &&
    cmake --build "$build-baseline" -j "$jobs" --target $baseline_benches \
          >>"$logs/baseline-build.log" 2>&1) &

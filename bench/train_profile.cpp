@@ -5,11 +5,12 @@
 //
 //   bench_train_profile [--model csnn] [--precision f32|flex16] [--steps 60] [--skip 20]
 //                       [--cuda-graph on|off] [--host-samples on|off] [--trace on|off]
-//                       [--launches N] [--attribute on|off]
+//                       [--launches N] [--attribute on|off] [--memory on|off]
 //
 // --host-samples on also samples the stack of the thread running the steps every 100 µs of wall
 // time during the measured steps and prints the functions it spends its time in (waits
 // included), with the CUDA calls' share by name: there is no perf on the GPU machine.
+// --memory on records the device's live blocks at the run's peak and prints them by size.
 // --trace off leaves CUPTI's trace out (it slows every CUDA call): the wall time and the samples.
 //
 // Each kernel, copy and memset is placed in the step whose host code issued it (CUPTI's
@@ -30,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -38,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flexkit/cuda.hpp"
 #include "flexkit/train.hpp"
 
 using namespace flexkit;
@@ -378,6 +381,27 @@ void print_attribution(const InWindow& in_window, double gpu_ns, double steps) {
       by_site, 40, steps, gpu_ns);
 }
 
+// The live blocks at the peak, grouped by size class, largest first.
+void print_peak_blocks() {
+  std::map<std::size_t, std::int64_t, std::greater<>> by_size;
+  std::size_t total = 0;
+  for (std::size_t bytes : flexkit::cuda::peak_blocks(0)) {
+    ++by_size[bytes];
+    total += bytes;
+  }
+  std::printf("\n| blocks live at the peak (%.1f MB in all) | count | MB |\n|---|---|---|\n",
+              static_cast<double>(total) / 1e6);
+  std::size_t rows = 0, rest = 0;
+  for (const auto& [bytes, count] : by_size) {
+    if (rows++ < 20)
+      std::printf("| %.2f MB | %lld | %.1f |\n", static_cast<double>(bytes) / 1e6,
+                  static_cast<long long>(count), static_cast<double>(bytes * count) / 1e6);
+    else
+      rest += bytes * static_cast<std::size_t>(count);
+  }
+  if (rest > 0) std::printf("| smaller | | %.1f |\n", static_cast<double>(rest) / 1e6);
+}
+
 const char* arg(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
@@ -400,6 +424,7 @@ int main(int argc, char** argv) {
   // --attribute on: GPU time by the training code that launched it (the innermost flexkit::nn
   // function on the launching stack, layers' helpers skipped), with the kernel's name.
   const bool attribute = std::strcmp(arg(argc, argv, "--attribute", "off"), "on") == 0;
+  const bool memory = std::strcmp(arg(argc, argv, "--memory", "off"), "on") == 0;
   if (steps <= skip || skip < 1) {
     std::fprintf(stderr, "bench_train_profile: need --steps > --skip >= 1\n");
     return 2;
@@ -439,7 +464,9 @@ int main(int argc, char** argv) {
   };
   // One epoch of exactly `steps` batches (the trainer's batch is the preset's, 128 for both).
   config.limit = steps * 128;
+  if (memory) flexkit::cuda::record_peak_blocks(0, true);
   const nn::TrainResult result = nn::train(config);
+  if (memory) print_peak_blocks();
   if (trace) CUPTI_CHECK(cuptiActivityFlushAll(1));
 
   if (static_cast<std::int64_t>(marks.size()) < steps) {

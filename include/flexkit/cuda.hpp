@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace flexkit::cuda {
 
@@ -85,6 +86,11 @@ void empty_cache();
 // request past it releases the cached blocks and then fails with OutOfMemoryError, as a device
 // of that size would.
 void set_memory_limit(int device, std::size_t bytes);
+// A diagnosis of peak memory: while on, each new peak of in_use_bytes (counted afresh from
+// now) records the size classes of the blocks live then; peak_blocks gives them, largest first.
+// Every new peak costs a pass over the live blocks.
+void record_peak_blocks(int device, bool on);
+std::vector<std::size_t> peak_blocks(int device);
 
 // Work captured once as a CUDA graph and replayed by one launch: what `work` enqueues on a
 // device's current stream, with the same kernels, arguments and addresses every time (new

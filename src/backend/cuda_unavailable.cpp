@@ -67,6 +67,12 @@ void empty_cache() {}
 void set_memory_limit(int, std::size_t) {
   unavailable("set_memory_limit");
 }
+void record_peak_blocks(int, bool) {
+  unavailable("record_peak_blocks");
+}
+std::vector<std::size_t> peak_blocks(int) {
+  unavailable("peak_blocks");
+}
 struct CapturedGraph::State {};
 CapturedGraph CapturedGraph::capture(int, const std::function<void()>&) {
   unavailable("CapturedGraph::capture");

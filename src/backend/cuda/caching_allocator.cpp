@@ -8,6 +8,7 @@
 // draws on, and which returns to the common pool (0) when the graph is dropped.
 #include <cuda_runtime_api.h>
 #include <algorithm>
+#include <functional>
 
 #include <map>
 #include <mutex>
@@ -55,7 +56,18 @@ struct DevicePool {
   flexkit::cuda::AllocatorStats stats;
   std::size_t limit = 0;  // on in-use plus cached bytes; 0: none
   std::uint64_t next_pool = 1;
+  bool record_peak = false;              // keep peak_blocks (a diagnosis: it costs a copy a peak)
+  std::vector<std::size_t> peak_blocks;  // live blocks' size classes at the latest peak
 };
+
+// in_use_bytes grew by a block: the peak follows, and its blocks where they are recorded.
+void note_growth(DevicePool& pool) {
+  if (pool.stats.in_use_bytes <= pool.stats.peak_in_use_bytes) return;
+  pool.stats.peak_in_use_bytes = pool.stats.in_use_bytes;
+  if (!pool.record_peak) return;
+  pool.peak_blocks.clear();
+  for (const auto& [p, block] : pool.live) pool.peak_blocks.push_back(block.size_class);
+}
 
 // A free block of (pool, stream, size class), taken off its list; nullptr when there is none.
 void* take_free(DevicePool& pool, std::uint64_t id, void* stream, std::size_t size_class) {
@@ -82,8 +94,7 @@ class CachingAllocator {
       pool.live[p] = {size_class, stream, capture};
       pool.stats.cached_bytes -= size_class;
       pool.stats.in_use_bytes += size_class;
-      pool.stats.peak_in_use_bytes =
-          std::max(pool.stats.peak_in_use_bytes, pool.stats.in_use_bytes);
+      note_growth(pool);
       ++pool.stats.cache_hits;
       return p;
     }
@@ -108,7 +119,7 @@ class CachingAllocator {
     FLEXKIT_CUDA_CHECK(status);
     pool.live[p] = {size_class, stream, capture};
     pool.stats.in_use_bytes += size_class;
-    pool.stats.peak_in_use_bytes = std::max(pool.stats.peak_in_use_bytes, pool.stats.in_use_bytes);
+    note_growth(pool);
     ++pool.stats.device_allocations;
     return p;
   }
@@ -154,6 +165,21 @@ class CachingAllocator {
     }
     for (auto& [p, block] : pool.live)
       if (block.pool == id) block.pool = 0;
+  }
+
+  void record_peak(int device, bool on) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DevicePool& pool = pools_[device];
+    pool.record_peak = on;
+    pool.peak_blocks.clear();
+    pool.stats.peak_in_use_bytes = pool.stats.in_use_bytes;  // the next peak is recorded
+  }
+
+  std::vector<std::size_t> peak_blocks(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::size_t> out = pools_[device].peak_blocks;
+    std::sort(out.begin(), out.end(), std::greater<>());
+    return out;
   }
 
   void set_limit(int device, std::size_t bytes) {
@@ -244,6 +270,14 @@ void empty_cache() {
 void set_memory_limit(int device, std::size_t bytes) {
   current_stream(device);  // validates the device
   backend::cuda::allocator().set_limit(device, bytes);
+}
+void record_peak_blocks(int device, bool on) {
+  current_stream(device);  // validates the device
+  backend::cuda::allocator().record_peak(device, on);
+}
+std::vector<std::size_t> peak_blocks(int device) {
+  current_stream(device);
+  return backend::cuda::allocator().peak_blocks(device);
 }
 
 }  // namespace flexkit::cuda
