@@ -235,15 +235,23 @@ TEST(ConvLowering, IntegerProductsOverGatheredTapsMatchTheExactSums) {
         const char* what = beta == 0.0 ? "beta 0" : "beta 1";
         const Array old_y = random_flex16(plan.output_shape(), fprop_iwl + 2, rng, device);
         Array y = old_y.clone();
-        nn::heavy::conv_fprop(plan, x, f, y, false, ConvRoute::lowered,
-                              {.beta = beta, .iwl = fprop_iwl});
+        const nn::heavy::ConvSaved saved = nn::heavy::conv_fprop(
+            plan, x, f, y, true, ConvRoute::lowered, {.beta = beta, .iwl = fprop_iwl});
         expect_reference(y, sums.fprop, iwl_x - 1, fprop_iwl, beta, old_y, what);
+        // The taps fprop gathered are kept for the update.
+        ASSERT_TRUE(saved.taps.defined()) << what;
+        EXPECT_EQ(saved.taps.shape(), (Shape{t.c * t.kernel * t.kernel, plan.output_shape()[1],
+                                             plan.output_shape()[2], t.b}));
 
         const Array old_f = random_flex16(plan.filter_shape(), update_iwl + 2, rng, device);
-        Array gf = old_f.clone();
-        nn::heavy::conv_update(plan, {x}, g, gf, {.beta = beta, .iwl = update_iwl},
-                               ConvRoute::lowered);
-        expect_reference(gf, sums.update, iwl_x - 3, update_iwl, beta, old_f, what);
+        for (const bool reuse : {false, true}) {  // gathered again, or fprop's taps
+          Array gf = old_f.clone();
+          const nn::heavy::ConvSaved given = reuse ? saved : nn::heavy::ConvSaved{x};
+          nn::heavy::conv_update(plan, given, g, gf, {.beta = beta, .iwl = update_iwl},
+                                 ConvRoute::lowered);
+          expect_reference(gf, sums.update, iwl_x - 3, update_iwl, beta, old_f,
+                           reuse ? "update over fprop's taps" : what);
+        }
 
         if (first_layer) {  // the automatic choice: over the taps on CUDA, planned on the CPU
           Array y_auto = old_y.clone(), gf_auto = old_f.clone();

@@ -221,7 +221,10 @@ class Conv2d : public Layer {
   std::vector<Parameter*> parameters() override;
   void reset_parameters(Rng& rng) override;
   void to(Device device) override;
-  void drop_saved() override { saved_input_ = Array(); }
+  void drop_saved() override {
+    saved_input_ = Array();
+    saved_taps_ = Array();
+  }
   JsonValue config() const override;
   Parameter& weight() { return weight_; }
   Parameter& bias() { return bias_; }
@@ -231,6 +234,7 @@ class Conv2d : public Layer {
   bool has_bias_;
   Parameter weight_, bias_;
   Array saved_input_;  // what backward needs
+  Array saved_taps_;   // the input's gathered taps, where the forward gathered them
   Shape input_shape_;
 };
 

@@ -231,6 +231,7 @@ ConvSaved conv_fprop(const ConvPlan& plan, const Array& input, const Array& filt
       const Array taps = gathered_taps(g, input);
       conv_plan(taps.shape(), {taps.dim(0), 1, 1, g.k})
           ->fprop(taps, filter.reshape({taps.dim(0), 1, 1, g.k}), out, options);
+      if (keep) saved.taps = taps;
     } else {
       plan.fprop(input, filter, out, options);
     }
@@ -271,7 +272,7 @@ void conv_update(const ConvPlan& plan, const ConvSaved& saved, const Array& grad
     if (over_gathered_taps(plan, saved.input, route)) {
       // The filter gradient is then a 1×1 convolution's: the same exact sums, rounded once.
       const Geometry g = geometry(plan);
-      const Array taps = gathered_taps(g, saved.input);
+      const Array taps = saved.taps.defined() ? saved.taps : gathered_taps(g, saved.input);
       conv_plan(taps.shape(), {taps.dim(0), 1, 1, g.k})
           ->update(taps, grad_out, grad_filter.reshape({taps.dim(0), 1, 1, g.k}), options);
     } else {

@@ -26,6 +26,9 @@ void matmul(const Array& a, const Array& b, const Array& out, const HeavyOpOptio
 // gather of about that many bytes written).
 struct ConvSaved {
   Array input;  // (C, H, W, B)
+  // (C·R·S, P, Q, B): the input's gathered taps, where fprop ran over them; the update then
+  // reads them instead of gathering again (a fill, a copy and a gather fewer).
+  Array taps;
 };
 
 // automatic: lowered for f32 on CUDA (2-d, no dilation or upscale), over the gathered taps for

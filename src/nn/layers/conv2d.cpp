@@ -58,6 +58,7 @@ Array Conv2d::forward(const Array& x) {
   const heavy::ConvSaved saved = heavy::conv_fprop(*plan, x4, weight_.value, y, training_,
                                                    heavy::ConvRoute::automatic, heavy_writes());
   saved_input_ = saved.input;
+  saved_taps_ = saved.taps;
   if (has_bias_) {
     Array biased = new_tensor("output", y.shape(), x.device());
     assign(biased, Expr(y) + bias_.value.reshape({out_, 1, 1, 1}), writes());
@@ -84,10 +85,11 @@ Array Conv2d::backward(const Array& grad_output) {
   if (gradient_sums_)
     add_sums(weight_, heavy::conv_update_sums(*plan, {saved_input_}, g4));
   else
-    heavy::conv_update(*plan, {saved_input_}, g4, weight_.grad,
+    heavy::conv_update(*plan, {saved_input_, saved_taps_}, g4, weight_.grad,
                        heavy_writes(gradient_beta(weight_)));
   if (has_bias_) add_bias_gradient(bias_, g4.reshape({out_, -1}));
   saved_input_ = Array();
+  saved_taps_ = Array();
   return grad_x.defined() ? grad_x.reshape(input_shape_) : grad_x;
 }
 
