@@ -313,6 +313,12 @@ TEST_P(Replay, GivesTheStoredResidualsGradientsBitForBit) {
   ASSERT_LT(fired, 0.9 * static_cast<double>(spikes.size())) << "too many spikes to test";
 
   const NeuronGradients a = neuron_backward(folded, *replayed.residuals, {{"s", r}});
+  EXPECT_EQ(a.initial_states.size(), 1u);
+  // Without the initial states' gradient: nothing else changes.
+  const NeuronGradients c = neuron_backward(folded, *replayed.residuals, {{"s", r}}, {}, {},
+                                            /*initial_state_gradients=*/false);
+  EXPECT_TRUE(c.initial_states.empty());
+  EXPECT_EQ(c.inputs.at("x").to_doubles(), a.inputs.at("x").to_doubles());
   const NeuronGradients b = neuron_backward(folded, *stored.residuals, {{"s", r}});
   const std::vector<double> gx = a.inputs.at("x").to_doubles();
   double largest = 0;
@@ -331,6 +337,45 @@ INSTANTIATE_TEST_SUITE_P(Neurons, Replay,
                            return std::get<0>(info.param).name +
                                   (std::get<1>(info.param) == 1 ? "_one_step" : "_all_steps");
                          });
+
+// The per-channel gradients (bn_scale, bn_shift) come from partials summed in groups of 32
+// neurons where the groups tile the rows (here N = 64): against float64 sums of the input
+// gradient the call returns (dL/dx = dL/dx' · scale, so dL/dx' = dL/dx / scale).
+TEST(Fold, ChannelSumsOverGroupsOfNeurons) {
+  constexpr std::int64_t kC = 2, kH = 2, kW = 3, kT = 3, kN = 64;
+  const Device device = test::device();
+  neuronref::Rng rng(21);
+  const std::vector<double> x =
+      rng.uniform(static_cast<std::size_t>(kC * kH * kW * kT * kN), -1, 3);
+  const std::vector<double> r = rng.uniform(x.size(), -1, 1);
+  const std::vector<double> center{0.5, 1.0}, scale{1.25, 0.75}, shift{0.25, 0.5};
+  const Neuron folded = make_neuron(cases()[1]).with_channel_affine();  // IF, atan
+  NeuronStorage storage;
+  storage.time_axis = 3;
+  const Shape shape{kC, kH, kW, kT, kN};
+  const NeuronForward f = neuron_forward(folded, NeuronKernelKind::training_forward,
+                                         {{"x", to_device(x, shape, device)}}, {},
+                                         {{"bn_center", to_device(center, {kC}, device)},
+                                          {"bn_scale", to_device(scale, {kC}, device)},
+                                          {"bn_shift", to_device(shift, {kC}, device)}},
+                                         storage);
+  const NeuronGradients g =
+      neuron_backward(folded, *f.residuals, {{"s", to_device(r, shape, device)}});
+  const std::vector<double> gx = g.inputs.at("x").to_doubles();
+  const std::int64_t per_channel = x.size() / kC;
+  for (std::int64_t c = 0; c < kC; ++c) {
+    double sum_centered = 0, sum = 0, scale_of_terms = 0;
+    for (std::int64_t e = c * per_channel; e < (c + 1) * per_channel; ++e) {
+      const double gy = gx[e] / scale[c];
+      sum_centered += gy * (static_cast<float>(x[e]) - center[c]);
+      sum += gy;
+      scale_of_terms += std::abs(gy) * (1 + std::abs(x[e] - center[c]));
+    }
+    ASSERT_GT(scale_of_terms, 1.0) << "too few nonzero gradients to test";
+    EXPECT_NEAR(g.params.at("bn_scale").to_doubles().at(c), sum_centered, 1e-6 * scale_of_terms);
+    EXPECT_NEAR(g.params.at("bn_shift").to_doubles().at(c), sum, 1e-6 * scale_of_terms);
+  }
+}
 
 // Past the steps a replay keeps, the residuals are stored.
 TEST(Replay, LongRunsStoreTheirResiduals) {

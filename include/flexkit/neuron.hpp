@@ -164,10 +164,13 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
 // grad_final_states); absent ones are zero. Sequences (the gradients given and dL/dx) are in
 // the forward's layout: the full shape of its inputs, T at its time_axis. Parameter gradients are
 // reduced over neurons and time in a fixed order, so they are deterministic.
+// initial_state_gradients = false leaves NeuronGradients::initial_states empty (a caller whose
+// states start from constants needs none): nothing is stored for them.
 NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& residuals,
                                 const NamedArrays& grad_outputs,
                                 const NamedArrays& grad_state_sequences = {},
-                                const NamedArrays& grad_final_states = {});
+                                const NamedArrays& grad_final_states = {},
+                                bool initial_state_gradients = true);
 
 // A stateful layer: holds the states between calls (continuing a sequence), the learnable and
 // per-neuron parameter values, and the residuals of its last training call.

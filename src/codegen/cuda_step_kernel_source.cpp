@@ -107,6 +107,7 @@ class Generator {
     field("int64_t steps;");
     field("int64_t inner;");
     field("int64_t channel_neurons;");
+    field("int64_t final_group;");
     field("const void* seq_in[", s, "];");
     field("void* seq_out[", s, "];");
     field("ExprStats* seq_out_stats[", s, "];");
@@ -241,6 +242,52 @@ class Generator {
     }
   }
 
+  int grouped_count() const {
+    int count = 0;
+    for (const CarriedSlot& c : k_.carried) count += c.summed_in_groups ? 1 : 0;
+    return count;
+  }
+  int grouped_index(std::size_t slot) const {
+    int index = 0;
+    for (std::size_t c = 0; c < slot; ++c) index += k_.carried[c].summed_in_groups ? 1 : 0;
+    return index;
+  }
+
+  // The summed_in_groups finals: per neuron where final_group is 1, else per group of 32
+  // neurons (a warp with one lane each, 8 threads with four) summed in neuron order, the group's
+  // first thread storing.
+  void grouped_finals() {
+    {
+      CodeStream::Scope single(os_, "if (args.final_group == 1)");
+      CodeStream::Scope active(os_, "if (i < n)");
+      for (std::size_t c = 0; c < k_.carried.size(); ++c) {
+        if (!k_.carried[c].summed_in_groups) continue;
+        os_.line("if (args.carried_final[", c, "])");
+        os_.line("  for (int l = 0; l < V; ++l) args.carried_final[", c, "][i + l] = grouped[l][",
+                 grouped_index(c), "];");
+      }
+    }
+    CodeStream::Scope groups(os_, "else");
+    os_.line("constexpr int kThreads = ", kFinalGroup, " / V;  // a group's threads");
+    os_.line("const int leader = (threadIdx.x & 31) & ~(kThreads - 1);");
+    for (std::size_t c = 0; c < k_.carried.size(); ++c) {
+      if (!k_.carried[c].summed_in_groups) continue;
+      const int q = grouped_index(c);
+      CodeStream::Scope slot(os_);
+      os_.line("float sum = __shfl_sync(0xffffffffu, grouped[0][", q, "], leader);");
+      os_.line("#pragma unroll");
+      os_.line("for (int l = 1; l < V; ++l) sum += __shfl_sync(0xffffffffu, grouped[l][", q,
+               "], leader);");
+      os_.line("#pragma unroll");
+      os_.line("for (int j = 1; j < kThreads; ++j)");
+      os_.line("  #pragma unroll");
+      os_.line("  for (int l = 0; l < V; ++l) sum += __shfl_sync(0xffffffffu, grouped[l][", q,
+               "], leader + j);");
+      os_.line("if ((threadIdx.x & 31) == leader && i < n && args.carried_final[", c, "])");
+      os_.line("  args.carried_final[", c, "][i / ", kFinalGroup, "] = sum;");
+    }
+  }
+
   bool replayed(std::size_t s) const { return replay_index_[s] >= 0; }
   bool steady(std::size_t s) const { return read_in_[s] && k_.seq_in[s].steady; }
   bool per_step(std::size_t s) const { return used_in_[s] && !k_.seq_in[s].steady && !replayed(s); }
@@ -344,6 +391,11 @@ class Generator {
           os_.line("StatsLocal ", out_stats(j), " = {0, 0ull, 0ull};");
         }
       }
+      if (grouped_count() > 0) {
+        os_.line("// Final values summed in groups, kept past the active neurons' part: every");
+        os_.line("// thread of a warp takes part in the sums.");
+        os_.line("float grouped[V][", grouped_count(), "] = {};");
+      }
       {
         CodeStream::Scope active(os_, "if (i < n)");
         os_.line("// Element t = 0 of neuron i; its V lanes share an outer row (V divides inner).");
@@ -404,11 +456,17 @@ class Generator {
           batch_body(first_t, dir, /*guarded=*/true);
         }
         for (std::size_t c = 0; c < k_.carried.size(); ++c) {
+          if (k_.carried[c].summed_in_groups) {
+            os_.line("for (int l = 0; l < V; ++l) grouped[l][", grouped_index(c), "] = state[l][",
+                     c, "];");
+            continue;
+          }
           os_.line("if (args.carried_final[", c, "])");
           os_.line("  for (int l = 0; l < V; ++l) args.carried_final[", c, "][i + l] = state[l][",
                    c, "];");
         }
       }
+      if (grouped_count() > 0) grouped_finals();
       bool first_commit = true;
       for (std::size_t j = 0; j < k_.seq_out.size(); ++j) {
         if (k_.seq_out[j].dtype != DType::flex16) continue;

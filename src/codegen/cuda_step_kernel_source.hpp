@@ -37,6 +37,7 @@ struct StepKernelArgs {
   std::int64_t steps;            // T
   std::int64_t inner;            // sequences are [outer, T, inner] (inner = N: [T, N])
   std::int64_t channel_neurons;  // neurons per channel of per-channel params (else 1)
+  std::int64_t final_group;      // 1 or snn::kFinalGroup (summed_in_groups carried finals)
   const void* seq_in[kStepMaxSlots];
   void* seq_out[kStepMaxSlots];
   void* seq_out_stats[kStepMaxSlots];        // zeroed ExprStats per flex16 seq_out, else null
@@ -47,7 +48,7 @@ struct StepKernelArgs {
   std::int32_t seq_in_iwl[kStepMaxSlots];   // flex16 slots
   std::int32_t seq_out_iwl[kStepMaxSlots];  // flex16 slots
 };
-static_assert(sizeof(StepKernelArgs) == 992, "the generated programs assume this layout");
+static_assert(sizeof(StepKernelArgs) == 1000, "the generated programs assume this layout");
 
 // Throws UnsupportedError when `kernel` has more slots of a kind than kStepMaxSlots, DTypeError
 // for a sequence dtype other than f32, bf16, flex16 and u8, ValueError when it is malformed (an

@@ -116,7 +116,8 @@ std::string to_string(const StepKernel& kernel) {
     s += cat("  seq_out ", i, " ", kernel.seq_out[i].name, ": ",
              dtype_name(kernel.seq_out[i].dtype), "\n");
   for (std::size_t i = 0; i < kernel.carried.size(); ++i)
-    s += cat("  carried ", i, " ", kernel.carried[i].name, " (init ",
+    s += cat("  carried ", i, " ", kernel.carried[i].name,
+             kernel.carried[i].summed_in_groups ? " (final summed in groups)" : "", " (init ",
              float_text(kernel.carried[i].init_value), ")\n");
   for (std::size_t i = 0; i < kernel.params.size(); ++i)
     s += cat("  param ", i, " ", kernel.params[i].name,

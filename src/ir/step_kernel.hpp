@@ -56,7 +56,14 @@ struct SequenceSlot {
 struct CarriedSlot {
   std::string name;
   float init_value = 0;  // used where no initial array is given
+  // Its final array holds one value per group of StepKernelLaunch::final_group consecutive
+  // neurons: the group's final values summed in neuron order, ((v0 + v1) + v2) + ... (a
+  // parameter's gradient partials, N / final_group of them instead of N).
+  bool summed_in_groups = false;
 };
+
+// The group size of summed_in_groups slots a launch may take besides 1: a warp of neurons.
+inline constexpr std::int64_t kFinalGroup = 32;
 
 struct ParamSlot {
   std::string name;
@@ -118,8 +125,10 @@ struct StepKernelLaunch {
   std::vector<Array> seq_in;  // empty (default-constructed) for replayed slots
   std::vector<Array> seq_out;
   std::vector<Array> carried_init;   // [N] f32 or empty
-  std::vector<Array> carried_final;  // [N] f32 or empty
-  std::vector<Array> params;         // [1], [N] or [N / channel_neurons] f32
+  std::vector<Array> carried_final;  // [N] f32 ([N / final_group] summed in groups) or empty
+  // 1, or kFinalGroup where it divides both neurons and inner (so a group lies in one row).
+  std::int64_t final_group = 1;
+  std::vector<Array> params;  // [1], [N] or [N / channel_neurons] f32
 };
 
 // Backends. Both check nothing beyond what the caller (snn/neuron_calls.cpp) guarantees.

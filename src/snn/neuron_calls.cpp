@@ -413,7 +413,8 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
 NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& residuals,
                                 const NamedArrays& grad_outputs,
                                 const NamedArrays& grad_state_sequences,
-                                const NamedArrays& grad_final_states) {
+                                const NamedArrays& grad_final_states,
+                                bool initial_state_gradients) {
   const snn::NeuronCompiled& c = neuron.compiled();
   const std::string& name = c.spec.name;
   if (residuals.neuron.get() != &c)
@@ -485,6 +486,10 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
     }
   for (std::size_t s = 0; s < c.spec.states.size(); ++s) {
     launch.carried_init.push_back(grad_final[s]);
+    if (!initial_state_gradients) {
+      launch.carried_final.emplace_back();  // not stored
+      continue;
+    }
     Array gv0 = Array::empty(g.shape, DType::f32, g.device);
     result.initial_states.emplace(c.spec.states[s], gv0);
     launch.carried_final.push_back(gv0.reshape({g.neurons}));
@@ -496,10 +501,19 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
       launch.carried_init.emplace_back();
       launch.carried_final.push_back(gx.reshape({g.neurons}));
     }
+  // Scalar and per-channel parameters' partials come summed over groups of neurons where the
+  // groups tile the rows and channels (N / 32 values to reduce instead of N).
+  const std::int64_t group = snn::kFinalGroup;
+  bool per_channel = false;
+  for (const snn::ParamSlot& p : c.step.runtime_params) per_channel = per_channel || p.per_channel;
+  if (g.neurons % group == 0 && g.inner % group == 0 &&
+      (!per_channel || g.channel_neurons() % group == 0))
+    launch.final_group = group;
   std::vector<Array> partials;
   for (int slot : snn::learnable_param_slots(c)) {
-    (void)slot;
-    partials.push_back(Array::empty({g.neurons}, DType::f32, g.device));
+    const bool per_neuron = c.step.runtime_params[static_cast<std::size_t>(slot)].per_neuron;
+    partials.push_back(
+        Array::empty({g.neurons / (per_neuron ? 1 : launch.final_group)}, DType::f32, g.device));
     launch.carried_init.emplace_back();
     launch.carried_final.push_back(partials.back());
   }
@@ -520,7 +534,10 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
     else if (p.per_channel)
       result.params.emplace(
           p.name,
-          evaluate(sum(Expr(partial.reshape({g.channels(), g.channel_neurons()})), 1), DType::f32));
+          evaluate(
+              sum(Expr(partial.reshape({g.channels(), g.channel_neurons() / launch.final_group})),
+                  1),
+              DType::f32));
     else if (g.neurons == 0)
       result.params.emplace(p.name, Array::zeros({}, DType::f32, g.device));
     else

@@ -209,8 +209,9 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
     }
   for (int slot : learnable_param_slots(neuron)) {
     const int acc = b.leaf(ir::Op::carried, static_cast<int>(k.carried.size()));
-    k.carried.push_back(
-        {cat("grad ", step.runtime_params[static_cast<std::size_t>(slot)].name), 0.0f});
+    const ParamSlot& param = step.runtime_params[static_cast<std::size_t>(slot)];
+    // A scalar or per-channel parameter's partials are summed further: in groups first.
+    k.carried.push_back({cat("grad ", param.name), 0.0f, !param.per_neuron});
     const int g = grads.params[static_cast<std::size_t>(slot)];
     values.push_back(g >= 0 ? b.op(ir::Op::add, acc, g) : acc);
   }

@@ -173,6 +173,11 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
   if (n % inner != 0)
     throw ValueError(detail::cat("step kernel ", k.name, ": inner ", inner,
                                  " does not divide the neuron count ", n));
+  const std::int64_t group = launch.final_group;
+  if (group != 1 && (group != kFinalGroup || n % group != 0 || inner % group != 0))
+    throw ValueError(detail::cat("step kernel ", k.name, ": final_group ", group, " must be 1 or ",
+                                 kFinalGroup, " dividing neurons and inner"));
+  static_assert(kLanes % kFinalGroup == 0, "a block holds whole groups");
   const std::size_t values = k.body.instrs.size();
   const std::int64_t row_blocks = (inner + kLanes - 1) / kLanes;  // per outer row
   const std::int64_t blocks = n / inner * row_blocks;
@@ -252,9 +257,19 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
       }
       for (std::size_t c = 0; c < k.carried.size(); ++c) {
         const Array& final_array = launch.carried_final[c];
-        if (final_array.defined())
-          std::memcpy(static_cast<float*>(final_array.data()) + n0, carried.data() + c * kLanes,
-                      static_cast<std::size_t>(lanes) * sizeof(float));
+        if (!final_array.defined()) continue;
+        const float* v = carried.data() + c * kLanes;
+        float* out = static_cast<float*>(final_array.data());
+        if (!k.carried[c].summed_in_groups || group == 1) {
+          std::memcpy(out + n0, v, static_cast<std::size_t>(lanes) * sizeof(float));
+          continue;
+        }
+        // A block starts a group and holds whole groups (group divides inner and kLanes).
+        for (int l0 = 0; l0 < lanes; l0 += static_cast<int>(group)) {
+          float sum = v[l0];
+          for (int l = l0 + 1; l < l0 + group; ++l) sum += v[l];
+          out[(n0 + l0) / group] = sum;
+        }
       }
     }
     std::lock_guard<std::mutex> lock(stats_mutex);

@@ -76,6 +76,10 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   if (n > 0 && n % inner != 0)
     throw ValueError(cat("step kernel ", kernel.name, ": inner ", inner,
                          " does not divide the neuron count ", n));
+  if (launch.final_group != 1 &&
+      (launch.final_group != kFinalGroup || n % kFinalGroup != 0 || inner % kFinalGroup != 0))
+    throw ValueError(cat("step kernel ", kernel.name, ": final_group ", launch.final_group,
+                         " must be 1 or ", kFinalGroup, " dividing neurons and inner"));
   if (kernel.replay && launch.steps > kMaxReplaySteps)
     throw UnsupportedError(cat("step kernel ", kernel.name, ": a replay keeps at most ",
                                kMaxReplaySteps, " steps, the launch has ", launch.steps));
@@ -99,6 +103,7 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   args.steps = launch.steps;
   args.inner = inner;
   args.channel_neurons = launch.channel_neurons > 0 ? launch.channel_neurons : 1;
+  args.final_group = launch.final_group;
   std::vector<std::size_t> flex_outputs;
   for (std::size_t s = 0; s < kernel.seq_in.size(); ++s) {
     if (kernel.seq_in[s].replayed) continue;  // no array: the kernel recomputes it

@@ -76,8 +76,10 @@ Array Spiking::run_forward(const Array& x, const BatchNorm::Fold* fold) {
 Array Spiking::backward(const Array& grad_output) {
   if (!residuals_) throw ValueError(cat(describe(), ": backward without a training forward"));
   const Neuron neuron = folded_ ? neuron_.with_channel_affine() : neuron_;
-  NeuronGradients g =
-      neuron_backward(neuron, *residuals_, {{neuron_.outputs()[0], grad_output.contiguous()}});
+  // Every batch starts from the initial states: no gradient for them.
+  NeuronGradients g = neuron_backward(neuron, *residuals_,
+                                      {{neuron_.outputs()[0], grad_output.contiguous()}}, {}, {},
+                                      /*initial_state_gradients=*/false);
   residuals_ = nullptr;
   for (Parameter& p : params_) {
     ensure_grad(p);
