@@ -200,7 +200,7 @@ def main():
     for form, name in [("f32", "PyTorch f32, TF32 off, cuDNN"),
                        ("bf16", "PyTorch bf16 autocast, torch.compile'd IF loop")]:
         epoch, peak = run(form, args.steps)
-        print(f"| {name} | {epoch:.2f} | {peak / 2**30:.2f} |", flush=True)
+        print(f"| {name} | {epoch:.2f} | {peak / 2**30:.3f} ({peak} bytes) |", flush=True)
 
 
 if __name__ == "__main__":
