@@ -129,13 +129,11 @@ class Generator {
     os_.blank();
   }
 
-  void body_function() {
-    os_.line("// One step of one neuron: seq_in values in, seq_out values out, state updated.");
-    CodeStream::Scope fn(os_, "__device__ __forceinline__ void step_body(const float (&in)[", ni(),
-                         "], float (&state)[", nc(), "], const float (&p)[", np(),
-                         "], float (&out)[", no(), "])");
-    for (std::size_t i = 0; i < k_.body.instrs.size(); ++i) {
-      const ir::Instr& in = k_.body.instrs[i];
+  // A step program's instructions as `const float vI = ...;` lines: leaves from in[], state[]
+  // (`carried` names them) and p[].
+  void instructions(const StepProgram& program, const std::vector<CarriedSlot>& carried) {
+    for (std::size_t i = 0; i < program.instrs.size(); ++i) {
+      const ir::Instr& in = program.instrs[i];
       const std::string lhs = cat("const float v", i, " = ");
       switch (in.op) {
         case ir::Op::constant:
@@ -145,7 +143,7 @@ class Generator {
           os_.line(lhs, "in[", in.slot, "];  // ", comment_safe(k_.seq_in[in.slot].name));
           break;
         case ir::Op::carried:
-          os_.line(lhs, "state[", in.slot, "];  // ", comment_safe(k_.carried[in.slot].name));
+          os_.line(lhs, "state[", in.slot, "];  // ", comment_safe(carried[in.slot].name));
           break;
         case ir::Op::param:
           os_.line(lhs, "p[", in.slot, "];  // ", comment_safe(k_.params[in.slot].name));
@@ -155,6 +153,14 @@ class Generator {
           break;
       }
     }
+  }
+
+  void body_function() {
+    os_.line("// One step of one neuron: seq_in values in, seq_out values out, state updated.");
+    CodeStream::Scope fn(os_, "__device__ __forceinline__ void step_body(const float (&in)[", ni(),
+                         "], float (&state)[", nc(), "], const float (&p)[", np(),
+                         "], float (&out)[", no(), "])");
+    instructions(k_.body, k_.carried);
     for (std::size_t j = 0; j < k_.seq_out.size(); ++j)
       os_.line("out[", j, "] = ", value(k_.seq_out_value[j]), ";  // ",
                comment_safe(k_.seq_out[j].name));
@@ -173,27 +179,7 @@ class Generator {
                          ni(), "], float (&state)[", at_least_one(r.carried.size()),
                          "], const float (&p)[", np(), "], float (&out)[",
                          at_least_one(r.values.size()), "])");
-    for (std::size_t i = 0; i < r.body.instrs.size(); ++i) {
-      const ir::Instr& in = r.body.instrs[i];
-      const std::string lhs = cat("const float v", i, " = ");
-      switch (in.op) {
-        case ir::Op::constant:
-          os_.line(lhs, codegen::float_literal(in.constant), ";  // ", decimal(in.constant));
-          break;
-        case ir::Op::seq_in:
-          os_.line(lhs, "in[", in.slot, "];  // ", comment_safe(k_.seq_in[in.slot].name));
-          break;
-        case ir::Op::carried:
-          os_.line(lhs, "state[", in.slot, "];  // ", comment_safe(r.carried[in.slot].name));
-          break;
-        case ir::Op::param:
-          os_.line(lhs, "p[", in.slot, "];  // ", comment_safe(k_.params[in.slot].name));
-          break;
-        default:
-          os_.line(lhs, codegen::device_op_call(in, value(in.a), value(in.b), value(in.c)), ";");
-          break;
-      }
-    }
+    instructions(r.body, r.carried);
     for (std::size_t v = 0; v < r.values.size(); ++v)
       os_.line("out[", v, "] = ", value(r.values[v]), ";");
     for (std::size_t c = 0; c < r.carried.size(); ++c)
