@@ -131,7 +131,7 @@ std::vector<std::pair<std::string, std::string>> precision_formats(const Precisi
           {"matrix products and convolutions", "exact integer sums, rounded once"},
           {"batch statistics, BatchNorm running estimates", "f32"},
           {"neuron residuals (what backward re-reads)",
-           "f32; none after a BatchNorm (replayed from the kept input)"},
+           "f32; none after a BatchNorm up to T = 16 (replayed from its kept input)"},
           {"spike rates and loss", "f32"}};
 }
 
