@@ -377,26 +377,39 @@ TEST(Fold, ChannelSumsOverGroupsOfNeurons) {
   }
 }
 
-// Past the steps a replay keeps, the residuals are stored.
+// Up to 16 steps the residuals are replayed (one lane a thread on CUDA from 8 steps: the
+// replay's other path), past them stored; replayed or stored, the same gradients.
 TEST(Replay, LongRunsStoreTheirResiduals) {
   constexpr std::int64_t kLong = 17;
   const Device device = test::device();
   const Neuron folded = Neuron::builtin("lif").with_channel_affine();
   NeuronStorage storage;
   storage.time_axis = 1;
-  const Array ones = Array::full({C}, 1.0, DType::f32, device);
-  const NamedArrays params = {
-      {"bn_center", Array::zeros({C}, DType::f32, device)}, {"bn_scale", ones}, {"bn_shift", ones}};
+  neuronref::Rng rng(9);
+  const NamedArrays params = {{"bn_center", to_device({0.5, -0.5, 0.0}, {C}, device)},
+                              {"bn_scale", to_device({1.0, 2.0, 0.5}, {C}, device)},
+                              {"bn_shift", to_device({1.5, 1.0, 1.25}, {C}, device)}};
+  const NamedArrays zero_state = {{"v", Array::zeros({C, N}, DType::f32, device)}};
   for (const std::int64_t steps : {std::int64_t{16}, kLong}) {
-    const Array x = Array::full({C, steps, N}, 0.5, DType::f32, device);
+    SCOPED_TRACE(::testing::Message() << steps << " steps");
+    const auto count = static_cast<std::size_t>(C * steps * N);
+    const Array x = to_device(rng.uniform(count, -1, 2), {C, steps, N}, device);
+    const Array r = to_device(rng.uniform(count, -1, 1), {C, steps, N}, device);
     const NeuronForward f =
         neuron_forward(folded, NeuronKernelKind::training_forward, {{"x", x}}, {}, params, storage);
-    EXPECT_EQ(residual_bytes(*f.residuals),
-              steps == kLong ? static_cast<std::size_t>(C * kLong * N * 4) : 0u)
-        << steps << " steps";
-    const NeuronGradients g = neuron_backward(
-        folded, *f.residuals, {{"s", Array::full({C, steps, N}, 1.0, DType::f32, device)}});
-    EXPECT_EQ(g.inputs.at("x").shape(), x.shape());
+    const NeuronForward stored = neuron_forward(folded, NeuronKernelKind::training_forward,
+                                                {{"x", x}}, zero_state, params, storage);
+    EXPECT_EQ(residual_bytes(*f.residuals), steps == kLong ? count * 4 : 0u);
+    const std::vector<double> spikes = f.outputs.at("s").to_doubles();
+    double fired = 0;
+    for (double v : spikes) fired += v;
+    ASSERT_GT(fired, 0.1 * static_cast<double>(count)) << "too few spikes to test";
+    ASSERT_LT(fired, 0.9 * static_cast<double>(count)) << "too many spikes to test";
+    const NeuronGradients a = neuron_backward(folded, *f.residuals, {{"s", r}});
+    const NeuronGradients b = neuron_backward(folded, *stored.residuals, {{"s", r}});
+    EXPECT_EQ(a.inputs.at("x").to_doubles(), b.inputs.at("x").to_doubles());
+    for (const auto& [name, grad] : a.params)
+      EXPECT_EQ(grad.to_doubles(), b.params.at(name).to_doubles()) << name;
   }
 }
 
