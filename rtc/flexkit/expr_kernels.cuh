@@ -142,8 +142,10 @@ __device__ __forceinline__ StatsLocal warp_stats(StatsLocal s) {
   return s;
 }
 
-// Every thread of every block calls it once (block sizes are multiples of 32).
-__device__ __forceinline__ void commit_stats(StatsLocal s, ExprStats* out) {
+// Every thread of the `blocks` blocks that write the output calls it once (block sizes are
+// multiples of 32); the last block to commit publishes. A block that commits several outputs
+// syncs its threads between the calls (they share `block_stats`).
+__device__ __forceinline__ void commit_stats(StatsLocal s, ExprStats* out, unsigned blocks) {
   __shared__ StatsLocal block_stats[32];
   s = warp_stats(s);
   const int t = threadIdx.x;
@@ -162,7 +164,6 @@ __device__ __forceinline__ void commit_stats(StatsLocal s, ExprStats* out) {
       ExprStats* host = out->host;
       if (host != nullptr) {
         __threadfence();
-        const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
         if (atomicAdd(&out->arrivals, 1u) == blocks - 1) {
           __threadfence();
           host->max_abs_m = atomicExch(&out->max_abs_m, 0);
@@ -174,6 +175,11 @@ __device__ __forceinline__ void commit_stats(StatsLocal s, ExprStats* out) {
       }
     }
   }
+}
+
+// Every thread of every block calls it once: every block of the grid writes the output.
+__device__ __forceinline__ void commit_stats(StatsLocal s, ExprStats* out) {
+  commit_stats(s, out, gridDim.x * gridDim.y * gridDim.z);
 }
 
 // ---- reductions: identity, per-element value, an associative combine and the final value -----

@@ -3,6 +3,7 @@
 #include "backend/cuda/conv/conv_direct.hpp"
 #include "backend/cuda/gemm_cuda_calls.hpp"
 #include "backend/expr_backend.hpp"
+#include "backend/sgd_update.hpp"
 #include "core/device_memory.hpp"
 #include "core/strided_ops.hpp"
 #include "flexkit/cuda.hpp"
@@ -125,6 +126,14 @@ bool run_row_fused(const ir::Plan&) {
 }
 
 }  // namespace flexkit::backend::cuda
+
+namespace flexkit::backend {
+
+void run_sgd_update_cuda(const SgdUpdate&) {
+  unavailable("sgd update on cuda");
+}
+
+}  // namespace flexkit::backend
 
 namespace flexkit::snn {
 

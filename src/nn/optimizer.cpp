@@ -1,9 +1,17 @@
 // Optimizers with PyTorch's update rules (torch.optim.SGD, Adam, AdamW), each update a few
-// fused expressions per parameter tensor.
+// fused expressions per parameter tensor; SGD's updates run as one pass per tensor where they can
+// (backend/sgd_update.hpp).
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numbers>
+#include <optional>
 
+#include "backend/sgd_update.hpp"
+#include "core/flex16_write.hpp"
+#include "core/shard_agreement.hpp"
+#include "core/storage.hpp"
 #include "flexkit/expr.hpp"
 #include "nn/layer_support.hpp"
 
@@ -44,10 +52,14 @@ class Writer {
     if (target.dtype() == DType::flex16) {
       options.iwl_policy = IwlPolicy::autoflex;
       options.rounding = o_.rounding;
-      options.seed = mix(mix(mix(o_.rounding_seed, static_cast<std::uint64_t>(step_)), param_),
-                         static_cast<std::uint64_t>(slot));
+      options.seed = seed(slot);
     }
     assign(target, e, options);
+  }
+  // The stochastic rounding seed of a flex16 write into `slot`.
+  std::uint64_t seed(Slot slot) const {
+    return mix(mix(mix(o_.rounding_seed, static_cast<std::uint64_t>(step_)), param_),
+               static_cast<std::uint64_t>(slot));
   }
   // After the master copy moved: its flex16 rounding becomes the value the layers read.
   void publish(Parameter& p) const {
@@ -66,15 +78,81 @@ Array new_state(const Parameter& p) {
                       p.value.device());
 }
 
+// ---- SGD's fused update (backend/sgd_update.hpp) --------------------------------------------
+// It gives the expressions' bits; anything it does not handle as `assign` would (other dtypes
+// or devices, strided or partial views, a manager's first write) takes the expressions.
+
+bool fusable(const Array& a, Device device) {
+  return a.defined() && a.device() == device && a.size() > 0 && a.is_contiguous() &&
+         (a.dtype() == DType::f32 || a.dtype() == DType::bf16 || a.dtype() == DType::flex16);
+}
+
+// One write of the fused update, planned as `assign` plans it.
+struct FusedWrite {
+  Array target;
+  Slot slot;
+  flexkit::detail::Flex16WritePlan plan;
+};
+
+// The writes of one parameter's update (buffer, weight, published value, as the expressions
+// make them), or nothing when one of them cannot be fused.
+std::optional<std::vector<FusedWrite>> plan_fused(const Array& grad, const Array* buffer,
+                                                  const Array& weight, const Array* published,
+                                                  Device device) {
+  if (!fusable(grad, device)) return std::nullopt;
+  std::vector<FusedWrite> writes;
+  const std::pair<const Array*, Slot> targets[] = {
+      {buffer, Slot::first_state}, {&weight, Slot::weights}, {published, Slot::published}};
+  for (const auto& [target, slot] : targets) {
+    if (target == nullptr) continue;
+    if (!fusable(*target, device) || !target->writable() ||
+        flexkit::detail::covers_part_of_storage(*target))
+      return std::nullopt;
+    FusedWrite w{*target, slot, {}};
+    if (target->dtype() == DType::flex16) {
+      w.plan =
+          flexkit::detail::plan_flex16_write(*target, IwlPolicy::autoflex, std::nullopt, "sgd");
+      if (w.plan.policy != IwlPolicy::fixed || !w.plan.iwl)
+        return std::nullopt;  // exact: a max pass
+    }
+    writes.push_back(std::move(w));
+  }
+  return writes;
+}
+
+// Whether the parameters' updates are independent, so that fused and expression updates may
+// run in any order: no storage written by one update is read or written by another array, and
+// no Autoflex manager serves two flex16 tensors.
+bool updates_are_independent(const std::vector<std::vector<Array>>& written,
+                             const std::vector<Array>& read) {
+  std::map<const void*, int> uses;
+  std::vector<Autoflex> managers;
+  for (const auto& arrays : written)
+    for (const Array& a : arrays) {
+      ++uses[ArrayAccess::storage_ptr(a).get()];
+      if (a.dtype() != DType::flex16) continue;
+      const Autoflex m = a.autoflex();
+      if (std::find(managers.begin(), managers.end(), m) != managers.end()) return false;
+      managers.push_back(m);
+    }
+  for (const Array& a : read)
+    if (uses.contains(ArrayAccess::storage_ptr(a).get())) return false;
+  for (const auto& [storage, count] : uses)
+    if (count > 1) return false;
+  return true;
+}
+
 class Sgd final : public Optimizer {
  public:
   explicit Sgd(OptimizerOptions o) : o_(o) {}
   std::string name() const override { return "sgd"; }
   void update(const std::vector<Parameter*>& params) override {
+    for (const Parameter* p : params) check_grad(*p);
+    const std::vector<bool> fused = update_fused(params);
     const Expr lr(scalar(0));
     for (std::size_t i = 0; i < params.size(); ++i) {
+      if (fused[i]) continue;
       Parameter& p = *params[i];
-      check_grad(p);
       const Writer write(o_, steps_ - 1, i);
       Array& w = updated(p);
       Expr g = o_.weight_decay != 0 ? Expr(p.grad) + o_.weight_decay * Expr(w) : Expr(p.grad);
@@ -94,6 +172,74 @@ class Sgd final : public Optimizer {
   std::vector<Array> state() const override { return buffers_; }
 
  private:
+  // Every parameter it can take updated in one pass (one launch per 16 on CUDA), each flex16
+  // write planned and recorded as `assign` does it; true for the parameters it updated.
+  std::vector<bool> update_fused(const std::vector<Parameter*>& params) {
+    std::vector<bool> fused(params.size(), false);
+    if (params.empty() || flexkit::detail::writes_are_sharded()) return fused;
+    const Array lr = scalar(0);
+    std::vector<std::vector<Array>> written;
+    std::vector<Array> read;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      Parameter& p = *params[i];
+      written.push_back({updated(p)});
+      if (o_.momentum != 0) written.back().push_back(buffers_[i]);
+      if (p.master.defined()) written.back().push_back(p.value);
+      read.push_back(p.grad);
+    }
+    if (!updates_are_independent(written, read)) return fused;
+
+    backend::SgdUpdate update;
+    update.lr = lr;
+    update.momentum = o_.momentum;
+    update.weight_decay = o_.weight_decay;
+    update.nesterov = o_.nesterov;
+    update.first_step = steps_ == 1;
+    std::vector<FusedWrite> writes;  // every fused write, in the expressions' order
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      Parameter& p = *params[i];
+      const std::optional<std::vector<FusedWrite>> planned =
+          plan_fused(p.grad, o_.momentum != 0 ? &buffers_[i] : nullptr, updated(p),
+                     p.master.defined() ? &p.value : nullptr, lr.device());
+      if (!planned) continue;
+      fused[i] = true;
+      const Writer writer(o_, steps_ - 1, i);
+      backend::SgdTensor& t = update.tensors.emplace_back();
+      t.grad = p.grad;
+      for (const FusedWrite& w : *planned) {
+        backend::SgdTarget& target = w.slot == Slot::first_state ? t.buffer
+                                     : w.slot == Slot::weights   ? t.weight
+                                                                 : t.published;
+        target.array = w.target;
+        if (w.target.dtype() != DType::flex16) continue;
+        target.read_iwl = w.target.iwl();
+        if (o_.rounding == Rounding::stochastic) target.stochastic_seed = writer.seed(w.slot);
+        writes.push_back(w);
+      }
+    }
+    if (update.tensors.empty()) return fused;
+    // The new exponents are set before the kernel, as `assign` sets them before its stages; the
+    // kernel reads the old values at their old exponent, as the expressions read them (in place,
+    // or from a snapshot when the exponent moves), so no storage is rescaled first.
+    for (FusedWrite& w : writes) w.target.set_iwl(*w.plan.iwl);
+    try {
+      if (lr.device().is_cpu())
+        backend::run_sgd_update_cpu(update);
+      else
+        backend::run_sgd_update_cuda(update);
+    } catch (...) {
+      for (const backend::SgdTensor& t : update.tensors)
+        for (const backend::SgdTarget* target : {&t.buffer, &t.weight, &t.published})
+          if (target->array.defined() && target->array.dtype() == DType::flex16) {
+            Array a = target->array;
+            a.set_iwl(target->read_iwl);
+          }
+      throw;
+    }
+    for (const FusedWrite& w : writes) flexkit::detail::finish_flex16_write(w.target, w.plan);
+    return fused;
+  }
+
   void make_state(const std::vector<Parameter*>& params) override {
     if (o_.momentum == 0 || buffers_.size() == params.size()) return;
     buffers_.clear();
