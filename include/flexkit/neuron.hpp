@@ -159,18 +159,33 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
                              const NamedArrays& initial_states = {}, const NamedArrays& params = {},
                              const NeuronStorage& storage = {});
 
+// An output's gradient given as that of a max pool applied to the output: a k x k window of
+// stride k over the two neuron axes right before the time axis (so the time axis is at 2 or
+// later), windows tiling them. `gradient` is dL/d(pooled output), the output's full shape with
+// those two axes divided by k (f32, f64, bf16 or flex16); `source` is the output the pool read,
+// u8 (spikes), in the output's full shape. The backward kernel hands each window's gradient to
+// the first tap (row-major) holding the window's maximum, as PyTorch's max pool does, without
+// the output-sized gradient ever being stored.
+struct PooledGradient {
+  Array gradient;
+  Array source;
+  std::int64_t kernel = 2;  // k, 1 to kMaxKernel
+  static constexpr std::int64_t kMaxKernel = 4;
+};
+
 // The backward kernel over a training_forward's residuals. Gradients are by name: output
 // sequences (`s`), state sequences (`v`, [T, *shape]) and final states (`v` in
 // grad_final_states); absent ones are zero. Sequences (the gradients given and dL/dx) are in
 // the forward's layout: the full shape of its inputs, T at its time_axis. Parameter gradients are
 // reduced over neurons and time in a fixed order, so they are deterministic.
 // initial_state_gradients = false leaves NeuronGradients::initial_states empty (a caller whose
-// states start from constants needs none): nothing is stored for them.
-NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& residuals,
-                                const NamedArrays& grad_outputs,
-                                const NamedArrays& grad_state_sequences = {},
-                                const NamedArrays& grad_final_states = {},
-                                bool initial_state_gradients = true);
+// states start from constants needs none): nothing is stored for them. pooled_grad_outputs
+// gives at most one output's gradient through a max pool instead (not also in grad_outputs).
+NeuronGradients neuron_backward(
+    const Neuron& neuron, const NeuronResiduals& residuals, const NamedArrays& grad_outputs,
+    const NamedArrays& grad_state_sequences = {}, const NamedArrays& grad_final_states = {},
+    bool initial_state_gradients = true,
+    const std::map<std::string, PooledGradient>& pooled_grad_outputs = {});
 
 // A stateful layer: holds the states between calls (continuing a sequence), the learnable and
 // per-neuron parameter values, and the residuals of its last training call.

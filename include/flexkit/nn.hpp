@@ -250,6 +250,11 @@ class Pool2d : public Layer {
   Array backward(const Array& grad_output) override;
   void drop_saved() override;
   JsonValue config() const override;
+  // In training, for a max pool whose windows tile its input of spikes (u8) with stride =
+  // kernel <= PooledGradient::kMaxKernel: its backward handed to the neuron that made the spikes
+  // (Spiking::backward_through_pool), which routes each window's gradient itself; the saved
+  // input is released. Otherwise nothing (the pool's own backward runs).
+  std::optional<PooledGradient> pooled_gradient(const Array& grad_output);
 
  private:
   Expr max_of_taps(const Array& x4, const Shape& out) const;
@@ -396,9 +401,15 @@ class Spiking : public Layer {
     Array sum_centered, sum;  // [C] each
   };
   const FoldGradients& fold_gradients() const { return fold_gradients_; }
+  // backward() given the gradient of the max pool that follows the layer (Pool2d::
+  // pooled_gradient): the neuron's backward kernel routes it, so the gradient of the layer's
+  // output is never stored.
+  Array backward_through_pool(const PooledGradient& pooled);
 
  private:
   Array run_forward(const Array& x, const BatchNorm::Fold* fold);
+  Array run_backward(const NamedArrays& grad_outputs,
+                     const std::map<std::string, PooledGradient>& pooled);
   Neuron neuron_;
   std::int64_t steps_;
   std::string spelling_;

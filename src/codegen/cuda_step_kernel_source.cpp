@@ -117,6 +117,9 @@ class Generator {
     field("float carried_init_value[", s, "];");
     field("int32_t seq_in_iwl[", s, "];");
     field("int32_t seq_out_iwl[", s, "];");
+    field("const void* pool_source;");
+    field("int64_t pool_height;");
+    field("int64_t pool_width;");
     os_.line("};");
     // NVRTC has no offsetof; the sizes catch a field added, removed or resized on one side.
     os_.line("static_assert(sizeof(StepKernelArgs) == ", sizeof(codegen::StepKernelArgs),
@@ -228,6 +231,46 @@ class Generator {
     }
   }
 
+  // A pooled slot's values at step t for the thread's lanes (a lambda, `pooled<s>(t, out)`): the
+  // window's gradient and its k² spikes (read through the cache: the window's k² threads read
+  // them), routed by the first-maximum rule of the CPU interpreter.
+  void pooled_loader(std::size_t s) {
+    const int k = k_.seq_in[s].pool;
+    os_.line("// ", comment_safe(k_.seq_in[s].name), ": pooled by a ", k, " x ", k,
+             " max pool over args.pool_source.");
+    os_.line(
+        "const uint8_t* __restrict__ pool_source = static_cast<const uint8_t*>(args.pool_source);");
+    os_.line("const int64_t row = i / inner, column = i - row * inner;");
+    os_.line("const int64_t ph = args.pool_height, pw = args.pool_width;");
+    os_.line("const int64_t pool_w = row % pw, pool_h = row / pw % ph, image = row / (pw * ph);");
+    os_.line("const int pool_self = int(pool_h % ", k, " * ", k, " + pool_w % ", k, ");");
+    os_.line("const int64_t pooled_base = ((image * (ph / ", k, ") + pool_h / ", k, ") * (pw / ", k,
+             ") + pool_w / ", k, ") * steps * inner + column;");
+    os_.line("const int64_t tap_base = ((image * ph + pool_h / ", k, " * ", k, ") * pw + pool_w / ",
+             k, " * ", k, ") * steps * inner + column;");
+    os_.line("const int64_t tap_step = steps * inner;  // between horizontally neighbouring taps");
+    const char* type = codegen::device_type(k_.seq_in[s].dtype);
+    {
+      CodeStream::Scope fn(os_, "const auto pooled", s, " = [&](int64_t t, float (&out)[V])");
+      os_.line(type, " g[V];");
+      os_.line("ldg_lanes<V>(in", s, " + pooled_base + t * inner, g);");
+      os_.line("uint8_t taps[", k * k, "][V];");
+      os_.line("#pragma unroll");
+      os_.line("for (int q = 0; q < ", k * k, "; ++q)");
+      os_.line("  ldg_lanes<V>(pool_source + tap_base + ((q / ", k, ") * pw + q % ", k,
+               ") * tap_step + t * inner, taps[q]);");
+      os_.line("#pragma unroll");
+      CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
+      os_.line("float window[", k * k, "];");
+      os_.line("#pragma unroll");
+      os_.line("for (int q = 0; q < ", k * k,
+               "; ++q) window[q] = ", codegen::device_load(DType::u8, "taps[q][l]", ""), ";");
+      os_.line("out[l] = flexkit::portable::pool_first_max_gradient(window, ", k * k,
+               ", pool_self, ", codegen::device_load(k_.seq_in[s].dtype, "g[l]", in_iwl(s)), ");");
+    }
+    os_.line(";");
+  }
+
   int grouped_count() const {
     int count = 0;
     for (const CarriedSlot& c : k_.carried) count += c.summed_in_groups ? 1 : 0;
@@ -275,6 +318,7 @@ class Generator {
   }
 
   bool replayed(std::size_t s) const { return replay_index_[s] >= 0; }
+  bool pooled(std::size_t s) const { return k_.seq_in[s].pool > 0; }
   bool steady(std::size_t s) const { return read_in_[s] && k_.seq_in[s].steady; }
   bool per_step(std::size_t s) const { return used_in_[s] && !k_.seq_in[s].steady && !replayed(s); }
   std::string in_iwl(std::size_t s) const { return cat("in", s, "_iwl"); }
@@ -297,8 +341,9 @@ class Generator {
     for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
       init += cat(s ? ", " : "", !used_in_[s]  ? std::string("0.0f")
                                  : replayed(s) ? cat("replayed[", t, "][l][", replay_index_[s], "]")
-                                 : steady(s)
-                                     ? cat("steady", s, "[l]")
+                                 : steady(s)   ? cat("steady", s, "[l]")
+                                 : pooled(s)
+                                     ? raw(s)
                                      : codegen::device_load(k_.seq_in[s].dtype, raw(s), in_iwl(s)));
     if (k_.seq_in.empty()) init = "0.0f";
     os_.line("const float in[", ni(), "] = {", init, "};");
@@ -326,6 +371,13 @@ class Generator {
     os_.line("const int64_t first = ", first_t, " * inner + base;");
     for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
       if (!per_step(s)) continue;
+      if (pooled(s)) {
+        os_.line("float raw", s, "[kBatch][V];");
+        os_.line("#pragma unroll");
+        os_.line("for (int u = 0; u < kBatch; ++u)");
+        os_.line("  ", guard, "pooled", s, "(", first_t, dir, "u, raw", s, "[u]);");
+        continue;
+      }
       os_.line(codegen::device_type(k_.seq_in[s].dtype), " raw", s, "[kBatch][V];");
       os_.line("#pragma unroll");
       os_.line("for (int u = 0; u < kBatch; ++u)");
@@ -412,6 +464,8 @@ class Generator {
           if (k_.carried.empty()) os_.line("state[l][0] = 0.0f;");
         }
         if (k_.replay) replay_loop();
+        for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
+          if (per_step(s) && pooled(s)) pooled_loader(s);
         const std::string first_t = rev ? "(steps - 1 - step)" : "step";
         const char* dir = rev ? " - " : " + ";
         // Whole batches of kBatch steps: every load of the batch is issued before the first
@@ -431,6 +485,11 @@ class Generator {
           os_.line("const int64_t at = ", first_t, " * inner + base;");
           for (std::size_t s = 0; s < k_.seq_in.size(); ++s) {
             if (!per_step(s)) continue;
+            if (pooled(s)) {
+              os_.line("float raw", s, "[V];");
+              os_.line("pooled", s, "(", first_t, ", raw", s, ");");
+              continue;
+            }
             os_.line(codegen::device_type(k_.seq_in[s].dtype), " raw", s, "[V];");
             os_.line("ldcs_lanes<V>(in", s, " + at, raw", s, ");");
           }

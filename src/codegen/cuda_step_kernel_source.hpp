@@ -47,8 +47,11 @@ struct StepKernelArgs {
   float carried_init_value[kStepMaxSlots];
   std::int32_t seq_in_iwl[kStepMaxSlots];   // flex16 slots
   std::int32_t seq_out_iwl[kStepMaxSlots];  // flex16 slots
+  const void* pool_source;                  // u8: the pooled slot's pool input (or null)
+  std::int64_t pool_height;                 // its images (snn::StepKernelLaunch)
+  std::int64_t pool_width;
 };
-static_assert(sizeof(StepKernelArgs) == 1000, "the generated programs assume this layout");
+static_assert(sizeof(StepKernelArgs) == 1024, "the generated programs assume this layout");
 
 // Throws UnsupportedError when `kernel` has more slots of a kind than kStepMaxSlots, DTypeError
 // for a sequence dtype other than f32, bf16, flex16 and u8, ValueError when it is malformed (an

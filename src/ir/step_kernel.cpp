@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/text.hpp"
+#include "flexkit/error.hpp"
 
 namespace flexkit::snn {
 
@@ -109,9 +110,10 @@ std::string to_string(const StepKernel& kernel) {
   std::string s =
       cat("step_kernel ", kernel.name, kernel.reverse ? " (reverse)" : " (forward)", "\n");
   for (std::size_t i = 0; i < kernel.seq_in.size(); ++i)
-    s += cat("  seq_in ", i, " ", kernel.seq_in[i].name, ": ", dtype_name(kernel.seq_in[i].dtype),
-             kernel.seq_in[i].steady ? " (steady)" : "",
-             kernel.seq_in[i].replayed ? " (replayed)" : "", "\n");
+    s += cat(
+        "  seq_in ", i, " ", kernel.seq_in[i].name, ": ", dtype_name(kernel.seq_in[i].dtype),
+        kernel.seq_in[i].steady ? " (steady)" : "", kernel.seq_in[i].replayed ? " (replayed)" : "",
+        kernel.seq_in[i].pool > 0 ? cat(" (max-pooled ", kernel.seq_in[i].pool, ")") : "", "\n");
   for (std::size_t i = 0; i < kernel.seq_out.size(); ++i)
     s += cat("  seq_out ", i, " ", kernel.seq_out[i].name, ": ",
              dtype_name(kernel.seq_out[i].dtype), "\n");
@@ -165,6 +167,45 @@ std::string step_kernel_structure(const StepKernel& kernel) {
     out += '\n';
   }
   return out;
+}
+
+int pooled_slot(const StepKernel& kernel) {
+  for (std::size_t s = 0; s < kernel.seq_in.size(); ++s)
+    if (kernel.seq_in[s].pool > 0) return static_cast<int>(s);
+  return -1;
+}
+
+void check_pool_launch(const StepKernel& kernel, const StepKernelLaunch& launch) {
+  const auto what = [&](const std::string& s) { return cat("step kernel ", kernel.name, ": ", s); };
+  int pooled = 0;
+  for (const SequenceSlot& s : kernel.seq_in) {
+    if (s.pool == 0) continue;
+    ++pooled;
+    if (s.pool < 0 || s.pool > kMaxPool || s.steady || s.replayed)
+      throw ValueError(what(cat("a pooled sequence needs a window of 1 to ", kMaxPool,
+                                " and is neither steady nor replayed")));
+  }
+  if (pooled == 0) return;
+  if (pooled > 1) throw ValueError(what("at most one sequence may be pooled"));
+  const int slot = pooled_slot(kernel);
+  const std::int64_t k = kernel.seq_in[static_cast<std::size_t>(slot)].pool;
+  const std::int64_t n = launch.neurons, steps = launch.steps;
+  const std::int64_t inner = launch.inner > 0 ? launch.inner : n;
+  const std::int64_t h = launch.pool_height, w = launch.pool_width;
+  if (h <= 0 || w <= 0 || h % k != 0 || w % k != 0 || inner <= 0 || n % inner != 0 ||
+      (n / inner) % (h * w) != 0)
+    throw ValueError(
+        what(cat("pooled images of ", h, " x ", w, " do not tile the ", inner > 0 ? n / inner : 0,
+                 " rows of the neurons by ", k, " x ", k, " windows")));
+  const Array& source = launch.pool_source;
+  if (!source.defined() || source.dtype() != DType::u8 || source.size() != n * steps)
+    throw ValueError(what(cat("the pool's source must be u8 with ", n * steps, " elements, got ",
+                              source.defined() ? source.describe() : std::string("none"))));
+  const Array& pooled_values = launch.seq_in.at(static_cast<std::size_t>(slot));
+  if (!pooled_values.defined() || pooled_values.size() != n / (k * k) * steps)
+    throw ValueError(
+        what(cat("the pooled sequence must have ", n / (k * k) * steps, " elements, got ",
+                 pooled_values.defined() ? pooled_values.describe() : std::string("none"))));
 }
 
 }  // namespace flexkit::snn

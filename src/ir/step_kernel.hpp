@@ -51,7 +51,14 @@ struct SequenceSlot {
   bool steady = false;
   // seq_in only, in a kernel with a replay: the value at step t is the replay's, not loaded.
   bool replayed = false;
+  // seq_in only, at most one slot of a kernel: the gradient of a pool x pool max pool (stride
+  // pool) applied to the neurons' output, routed to each neuron as the pool's backward would (see
+  // StepKernelLaunch::pool_source); 0 = a plain sequence.
+  int pool = 0;
 };
+
+// The largest window of a pooled gradient slot (its taps are held in registers).
+inline constexpr int kMaxPool = 4;
 
 struct CarriedSlot {
   std::string name;
@@ -129,7 +136,23 @@ struct StepKernelLaunch {
   // 1, or kFinalGroup where it divides both neurons and inner (so a group lies in one row).
   std::int64_t final_group = 1;
   std::vector<Array> params;  // [1], [N] or [N / channel_neurons] f32
+  // A kernel with a pooled seq_in slot (SequenceSlot::pool = k): the rows o of the neurons
+  // (o = (b * pool_height + h) * pool_width + w, b any leading index) form pool_height x
+  // pool_width images, both multiples of k, tiled by k x k windows. pool_source is what the
+  // pool read, [outer, T, inner] u8 (the neurons' spikes); the pooled slot's array is
+  // [outer / k², T, inner], one value per window and step, and the neuron at tap u of its
+  // window reads the window's value where it holds the window's maximum at the first tap to hold
+  // it (taps row-major), else 0: portable::pool_first_max_gradient.
+  Array pool_source;
+  std::int64_t pool_height = 0;
+  std::int64_t pool_width = 0;
 };
+
+// Throws ValueError unless `launch` fits the pooled slot of `kernel` (when it has one): geometry,
+// the source's dtype (u8) and element count, the pooled array's element count.
+void check_pool_launch(const StepKernel& kernel, const StepKernelLaunch& launch);
+// The pooled seq_in slot of `kernel`, or -1.
+int pooled_slot(const StepKernel& kernel);
 
 // Backends. Both check nothing beyond what the caller (snn/neuron_calls.cpp) guarantees.
 void run_step_kernel_cpu(const StepKernel& kernel, const StepKernelLaunch& launch);

@@ -410,11 +410,51 @@ NeuronForward neuron_forward(const Neuron& neuron, NeuronKernelKind kind, const 
   return result;
 }
 
+namespace {
+
+static_assert(PooledGradient::kMaxKernel == snn::kMaxPool, "one largest pooled window");
+
+// A pooled output gradient checked against the geometry of the forward (see PooledGradient).
+void check_pooled(const std::string& neuron, const std::string& output, const PooledGradient& p,
+                  const Geometry& g) {
+  const std::string what = cat("neuron ", neuron, ": the pooled gradient of output '", output, "'");
+  check_defined(p.gradient, what);
+  check_defined(p.source, cat(what, ", its source"));
+  if (p.kernel < 1 || p.kernel > snn::kMaxPool)
+    throw ValueError(
+        cat(what, ": the pool's window must be 1 to ", snn::kMaxPool, ", got ", p.kernel));
+  if (g.time_axis < 2)
+    throw ValueError(cat(what,
+                         ": the pool runs over the two neuron axes before the time axis, "
+                         "which is at ",
+                         g.time_axis));
+  const std::int64_t k = p.kernel;
+  const std::int64_t h = g.shape[static_cast<std::size_t>(g.time_axis - 2)];
+  const std::int64_t w = g.shape[static_cast<std::size_t>(g.time_axis - 1)];
+  if (h % k != 0 || w % k != 0)
+    throw ShapeError(cat(what, ": ", k, " x ", k, " windows do not tile ", h, " x ", w));
+  for (const Array* a : {&p.gradient, &p.source})
+    if (a->device() != g.device)
+      throw DeviceError(cat(what, ": ", a->describe(), " is on ", a->device().str(),
+                            ", the residuals on ", g.device.str()));
+  if (p.source.dtype() != DType::u8 || p.source.shape() != g.sequence_shape())
+    throw ValueError(cat(what, ": the source must be the u8 output the pool read, ",
+                         shape_str(g.sequence_shape()), ", got ", p.source.describe()));
+  Shape pooled = g.sequence_shape();
+  pooled[static_cast<std::size_t>(g.time_axis - 2)] /= k;
+  pooled[static_cast<std::size_t>(g.time_axis - 1)] /= k;
+  if (!is_float_dtype(p.gradient.dtype()) || p.gradient.shape() != pooled)
+    throw ShapeError(cat(what, " must be a float sequence of shape ", shape_str(pooled), ", got ",
+                         p.gradient.describe()));
+}
+
+}  // namespace
+
 NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& residuals,
                                 const NamedArrays& grad_outputs,
                                 const NamedArrays& grad_state_sequences,
-                                const NamedArrays& grad_final_states,
-                                bool initial_state_gradients) {
+                                const NamedArrays& grad_final_states, bool initial_state_gradients,
+                                const std::map<std::string, PooledGradient>& pooled_grad_outputs) {
   const snn::NeuronCompiled& c = neuron.compiled();
   const std::string& name = c.spec.name;
   if (residuals.neuron.get() != &c)
@@ -435,6 +475,19 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
   }
   std::vector<Array> grad_final =
       per_neuron_arrays(name, grad_final_states, c.spec.states, "final-state gradient", g);
+  if (pooled_grad_outputs.size() > 1)
+    throw ValueError(cat("neuron ", name, ": at most one output gradient may come through a pool"));
+  for (const auto& [output, pooled] : pooled_grad_outputs) {
+    if (index_of(c.spec.outputs, output) == c.spec.outputs.size())
+      throw ValueError(cat("neuron ", name, ": no output '", output,
+                           "' (pooled gradient); its "
+                           "outputs are: ",
+                           name_list(c.spec.outputs)));
+    if (grad_outputs.count(output) != 0)
+      throw ValueError(cat("neuron ", name, ": output '", output,
+                           "' has both a gradient and a pooled gradient"));
+    check_pooled(name, output, pooled, g);
+  }
 
   snn::BackwardKernelConfig config;
   config.residual_dtype = residuals.residual_dtype;
@@ -456,6 +509,18 @@ NeuronGradients neuron_backward(const Neuron& neuron, const NeuronResiduals& res
   }
   for (const std::string& output : c.spec.outputs) {
     auto it = grad_outputs.find(output);
+    if (auto pooled = pooled_grad_outputs.find(output); pooled != pooled_grad_outputs.end()) {
+      const PooledGradient& p = pooled->second;
+      Array gs = as_kernel_sequence(p.gradient);
+      config.grad_outputs.push_back(gs.dtype());
+      config.grad_output_pools.resize(config.grad_outputs.size(), 0);
+      config.grad_output_pools.back() = static_cast<int>(p.kernel);
+      launch.seq_in.push_back(gs.reshape({g.outer() / (p.kernel * p.kernel), g.steps, g.inner}));
+      launch.pool_source = launch_view(p.source.contiguous(), g);
+      launch.pool_height = g.shape[static_cast<std::size_t>(g.time_axis - 2)];
+      launch.pool_width = g.shape[static_cast<std::size_t>(g.time_axis - 1)];
+      continue;
+    }
     if (it == grad_outputs.end()) {
       config.grad_outputs.push_back(std::nullopt);
       continue;

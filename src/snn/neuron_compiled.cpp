@@ -176,7 +176,9 @@ StepKernel make_backward_kernel(const NeuronCompiled& neuron, const BackwardKern
   for (std::size_t o = 0; o < spec.outputs.size(); ++o) {
     if (config.grad_outputs.at(o)) {
       seeds.outputs.push_back(b.leaf(ir::Op::seq_in, static_cast<int>(k.seq_in.size())));
-      k.seq_in.push_back({cat("grad ", spec.outputs[o]), *config.grad_outputs[o]});
+      SequenceSlot slot{cat("grad ", spec.outputs[o]), *config.grad_outputs[o]};
+      if (o < config.grad_output_pools.size()) slot.pool = config.grad_output_pools[o];
+      k.seq_in.push_back(slot);
     } else {
       seeds.outputs.push_back(-1);
     }
@@ -292,6 +294,8 @@ std::shared_ptr<const StepKernel> backward_kernel(const NeuronCompiled& neuron,
   for (DType d : config.kept_inputs) key += cat(" ", dtype_name(d));
   key += " out";
   for (const auto& d : config.grad_outputs) key += cat(" ", dtype_key(d));
+  key += " pools";
+  for (int pool : config.grad_output_pools) key += cat(" ", pool);
   key += " states";
   for (const auto& d : config.grad_state_seqs) key += cat(" ", dtype_key(d));
   return memoised(neuron, key, [&] { return make_backward_kernel(neuron, config); });

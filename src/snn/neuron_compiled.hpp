@@ -75,7 +75,10 @@ struct BackwardKernelConfig {
   // The forward read steady inputs (NeuronStorage::repeat_steps): their gradients are carried
   // sums over the steps (after the learnable parameters' accumulators), not sequences.
   bool steady_inputs = false;
-  std::vector<std::optional<DType>> grad_outputs;     // per output; nullopt = zero
+  std::vector<std::optional<DType>> grad_outputs;  // per output; nullopt = zero
+  // Per output (empty = none): k where its gradient is a k x k max pool's output gradient,
+  // routed in the kernel (SequenceSlot::pool), else 0.
+  std::vector<int> grad_output_pools;
   std::vector<std::optional<DType>> grad_state_seqs;  // per state; nullopt = zero
   // The residual slots are replayed (StepKernel::replay): recomputed from the kept inputs by
   // running the steps forward from the states' initial values, not loaded.

@@ -12,6 +12,7 @@
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/portable/ew_ops.hpp"
+#include "flexkit/portable/neuron_ops.hpp"
 #include "ir/op_eval.hpp"
 #include "ir/step_kernel.hpp"
 
@@ -131,6 +132,43 @@ bool load_leaf(const StepKernel& k, const StepKernelLaunch& launch, const ir::In
   return true;
 }
 
+// Where a block in outer row `row` reads a pooled slot (StepKernelLaunch::pool_source): the
+// row of its window in the pooled array, the rows of the window's taps in the source, and which
+// tap the block's neurons are.
+struct PooledRows {
+  std::int64_t pooled_row = 0;
+  std::int64_t tap_rows[kMaxPool * kMaxPool] = {};
+  int taps = 0;
+  int self = 0;
+};
+
+PooledRows pooled_rows(const StepKernelLaunch& launch, std::int64_t k, std::int64_t row) {
+  const std::int64_t height = launch.pool_height, width = launch.pool_width;
+  const std::int64_t w = row % width, h = row / width % height, image = row / (width * height);
+  PooledRows r;
+  r.taps = static_cast<int>(k * k);
+  r.self = static_cast<int>(h % k * k + w % k);
+  r.pooled_row = (image * (height / k) + h / k) * (width / k) + w / k;
+  const std::int64_t top_left = (image * height + h / k * k) * width + w / k * k;
+  for (int u = 0; u < r.taps; ++u) r.tap_rows[u] = top_left + u / k * width + u % k;
+  return r;
+}
+
+// The pooled slot's values at step t for the block's lanes (from lane offset i0 in its row).
+void load_pooled(const Array& pooled, const Array& source, const PooledRows& r, std::int64_t steps,
+                 std::int64_t inner, std::int64_t t, std::int64_t i0, int lanes, float* dst) {
+  float g[kLanes];
+  float taps[kMaxPool * kMaxPool][kLanes];
+  load_lanes(pooled, (r.pooled_row * steps + t) * inner + i0, lanes, g);
+  for (int u = 0; u < r.taps; ++u)
+    load_lanes(source, (r.tap_rows[u] * steps + t) * inner + i0, lanes, taps[u]);
+  for (int l = 0; l < lanes; ++l) {
+    float window[kMaxPool * kMaxPool] = {};
+    for (int u = 0; u < r.taps; ++u) window[u] = taps[u][l];
+    dst[l] = p::pool_first_max_gradient(window, r.taps, r.self, g[l]);
+  }
+}
+
 // The replay of one block: its program over t = 0..T-1 from the carried init values; the
 // replayed values of step t go to out[(t * R + r) * kLanes + lane].
 void replay_block(const StepKernel& k, const StepKernelLaunch& launch, std::int64_t n0,
@@ -178,6 +216,9 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
     throw ValueError(detail::cat("step kernel ", k.name, ": final_group ", group, " must be 1 or ",
                                  kFinalGroup, " dividing neurons and inner"));
   static_assert(kLanes % kFinalGroup == 0, "a block holds whole groups");
+  check_pool_launch(k, launch);
+  const int pooled = pooled_slot(k);
+  const std::int64_t pool = pooled >= 0 ? k.seq_in[static_cast<std::size_t>(pooled)].pool : 0;
   const std::size_t values = k.body.instrs.size();
   const std::int64_t row_blocks = (inner + kLanes - 1) / kLanes;  // per outer row
   const std::int64_t blocks = n / inner * row_blocks;
@@ -203,6 +244,7 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
       const int lanes = static_cast<int>(std::min<std::int64_t>(kLanes, inner - i0));
       // Element (t, n0) of every sequence is at row_start + t * inner.
       const std::int64_t row_start = row * steps * inner + i0;
+      const PooledRows pool_rows = pool > 0 ? pooled_rows(launch, pool, row) : PooledRows{};
       for (std::size_t c = 0; c < k.carried.size(); ++c) {
         float* dst = carried.data() + c * kLanes;
         const Array& init = launch.carried_init[c];
@@ -234,6 +276,9 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
               if (const int r = replayed_index[static_cast<std::size_t>(in.slot)]; r >= 0)
                 std::memcpy(dst, replay_values.data() + (t * replayed + r) * kLanes,
                             static_cast<std::size_t>(lanes) * sizeof(float));
+              else if (in.slot == pooled)
+                load_pooled(launch.seq_in[static_cast<std::size_t>(in.slot)], launch.pool_source,
+                            pool_rows, steps, inner, t, i0, lanes, dst);
               else if (!k.seq_in[static_cast<std::size_t>(in.slot)].steady)
                 load_lanes(launch.seq_in[static_cast<std::size_t>(in.slot)], base, lanes, dst);
               break;

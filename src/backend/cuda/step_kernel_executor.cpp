@@ -80,6 +80,7 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
       (launch.final_group != kFinalGroup || n % kFinalGroup != 0 || inner % kFinalGroup != 0))
     throw ValueError(cat("step kernel ", kernel.name, ": final_group ", launch.final_group,
                          " must be 1 or ", kFinalGroup, " dividing neurons and inner"));
+  check_pool_launch(kernel, launch);
   if (kernel.replay && launch.steps > kMaxReplaySteps)
     throw UnsupportedError(cat("step kernel ", kernel.name, ": a replay keeps at most ",
                                kMaxReplaySteps, " steps, the launch has ", launch.steps));
@@ -126,6 +127,11 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   }
   for (std::size_t q = 0; q < kernel.params.size(); ++q)
     args.params[q] = static_cast<const float*>(launch.params[q].data());
+  if (launch.pool_source.defined()) {
+    args.pool_source = launch.pool_source.data();
+    args.pool_height = launch.pool_height;
+    args.pool_width = launch.pool_width;
+  }
 
   std::optional<backend::cuda::ExprStatsRecords> stats;
   if (!flex_outputs.empty()) {
@@ -145,7 +151,8 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   // of 8 steps take four lanes: one lane then keeps too few 4-byte loads in flight (LIF at T = 4:
   // 0.078 -> 0.066 ms on an H100).
   bool vec4 = (!kernel.reverse || launch.steps < 8) && n % 4 == 0 && inner % 4 == 0;
-  for (const auto* arrays : {&launch.seq_in, &launch.seq_out})
+  const std::vector<Array> source{launch.pool_source};
+  for (const auto* arrays : {&launch.seq_in, &launch.seq_out, &source})
     for (const Array& a : *arrays)
       vec4 = vec4 && (!a.defined() ||
                       reinterpret_cast<std::uintptr_t>(a.data()) % (4 * itemsize(a.dtype())) == 0);

@@ -167,6 +167,25 @@ Array Pool2d::backward(const Array& grad_output) {
   return grad_x.reshape(with_time_batch(in_shape, merged / batch, batch));
 }
 
+std::optional<PooledGradient> Pool2d::pooled_gradient(const Array& grad_output) {
+  if (!input_.defined() || mode_ != Mode::max || stride_ != kernel_ ||
+      kernel_ > PooledGradient::kMaxKernel || input_.dtype() != DType::u8 ||
+      grad_output.rank() != 5)
+    return std::nullopt;
+  const Shape& os = output_shape_;
+  const std::int64_t steps = grad_output.dim(3), batch = grad_output.dim(4);
+  if (input_.dim(1) != os[1] * kernel_ || input_.dim(2) != os[2] * kernel_ ||
+      steps * batch != os[3] || grad_output.dim(0) != os[0] || grad_output.dim(1) != os[1] ||
+      grad_output.dim(2) != os[2])
+    return std::nullopt;
+  PooledGradient pooled;
+  pooled.gradient = grad_output.contiguous();
+  pooled.source = input_.reshape({input_.dim(0), input_.dim(1), input_.dim(2), steps, batch});
+  pooled.kernel = kernel_;
+  drop_saved();
+  return pooled;
+}
+
 void Pool2d::drop_saved() {
   input_ = Array();
   output_ = Array();

@@ -69,10 +69,22 @@ Array Sequential::backward(const Array& grad_output,
       if (layer_done) layer_done(i);
       continue;
     }
+    // A max pool after a spiking layer hands its gradient to the neuron's backward, which
+    // routes it (the spiking layer's output gradient is never stored).
+    std::optional<PooledGradient> pooled;
+    if (auto* pool = dynamic_cast<Pool2d*>(layers_[i].get());
+        pool && i > 0 && dynamic_cast<Spiking*>(layers_[i - 1].get()) &&
+        layers_[i - 1]->training()) {
+      pooled = pool->pooled_gradient(g);
+      if (pooled) {
+        if (layer_done) layer_done(i);
+        --i;
+      }
+    }
+    auto* sn = dynamic_cast<Spiking*>(layers_[i].get());
     if (i > 0 && i - 1 < folded_.size() && folded_[i - 1]) {
-      auto& sn = static_cast<Spiking&>(*layers_[i]);
-      g = sn.backward(g);
-      const Spiking::FoldGradients& sums = sn.fold_gradients();
+      g = pooled ? sn->backward_through_pool(*pooled) : sn->backward(g);
+      const Spiking::FoldGradients& sums = sn->fold_gradients();
       g = static_cast<BatchNorm&>(*layers_[i - 1]).fold_backward(g, sums.sum_centered, sums.sum);
       folded_[i - 1] = 0;
       if (layer_done) {
@@ -82,7 +94,7 @@ Array Sequential::backward(const Array& grad_output,
       --i;
       continue;
     }
-    g = layers_[i]->backward(g);
+    g = pooled ? sn->backward_through_pool(*pooled) : layers_[i]->backward(g);
     if (layer_done) layer_done(i);
   }
   return g;

@@ -74,12 +74,20 @@ Array Spiking::run_forward(const Array& x, const BatchNorm::Fold* fold) {
 }
 
 Array Spiking::backward(const Array& grad_output) {
+  return run_backward({{neuron_.outputs()[0], grad_output.contiguous()}}, {});
+}
+
+Array Spiking::backward_through_pool(const PooledGradient& pooled) {
+  return run_backward({}, {{neuron_.outputs()[0], pooled}});
+}
+
+Array Spiking::run_backward(const NamedArrays& grad_outputs,
+                            const std::map<std::string, PooledGradient>& pooled) {
   if (!residuals_) throw ValueError(cat(describe(), ": backward without a training forward"));
   const Neuron neuron = folded_ ? neuron_.with_channel_affine() : neuron_;
   // Every batch starts from the initial states: no gradient for them.
-  NeuronGradients g = neuron_backward(neuron, *residuals_,
-                                      {{neuron_.outputs()[0], grad_output.contiguous()}}, {}, {},
-                                      /*initial_state_gradients=*/false);
+  NeuronGradients g = neuron_backward(neuron, *residuals_, grad_outputs, {}, {},
+                                      /*initial_state_gradients=*/false, pooled);
   residuals_ = nullptr;
   for (Parameter& p : params_) {
     ensure_grad(p);
