@@ -31,6 +31,35 @@ __device__ __forceinline__ void ldg_lanes(const T* p, T (&out)[V]) {
   for (int l = 0; l < V; ++l) out[l] = u.t[l];
 }
 
+// V <= 4 neighbouring u8 values as the bytes of one word (lane l in byte l), through the cache.
+template <int V>
+__device__ __forceinline__ unsigned ldg_byte_lanes(const uint8_t* p) {
+  if constexpr (V == 4)
+    return __ldg(reinterpret_cast<const unsigned*>(p));
+  else if constexpr (V == 2)
+    return __ldg(reinterpret_cast<const unsigned short*>(p));
+  else
+    return __ldg(p);
+}
+
+// A max pool's window of K2 taps, each the bytes of up to four lanes' u8 values: 0xff in the
+// bytes where tap `self` is the first to hold its lane's maximum, else 0 - the rule of
+// portable::pool_first_max_gradient on bytes, four lanes per instruction, in registers.
+template <int K2>
+__device__ __forceinline__ unsigned first_max_bytes(const unsigned (&taps)[K2], int self) {
+  unsigned top = taps[0];
+#pragma unroll
+  for (int u = 1; u < K2; ++u) top = __vmaxu4(top, taps[u]);
+  unsigned earlier = 0u, first = 0u;
+#pragma unroll
+  for (int u = 0; u < K2; ++u) {
+    const unsigned holds = __vcmpeq4(taps[u], top);
+    first = u == self ? holds & ~earlier : first;
+    earlier |= holds;
+  }
+  return first;
+}
+
 template <int V, class T>
 __device__ __forceinline__ void stcs_lanes(T* p, const T (&in)[V]) {
   typedef typename VectorWord<V* int(sizeof(T))>::type Word;

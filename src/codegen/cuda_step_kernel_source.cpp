@@ -233,7 +233,8 @@ class Generator {
 
   // A pooled slot's values at step t for the thread's lanes (a lambda, `pooled<s>(t, out)`): the
   // window's gradient and its k² spikes (read through the cache: the window's k² threads read
-  // them), routed by the first-maximum rule of the CPU interpreter.
+  // them), routed by the first-maximum rule of the CPU interpreter, applied to the u8 spikes of
+  // the four lanes at once (first_max_bytes).
   void pooled_loader(std::size_t s) {
     const int k = k_.seq_in[s].pool;
     os_.line("// ", comment_safe(k_.seq_in[s].name), ": pooled by a ", k, " x ", k,
@@ -254,19 +255,16 @@ class Generator {
       CodeStream::Scope fn(os_, "const auto pooled", s, " = [&](int64_t t, float (&out)[V])");
       os_.line(type, " g[V];");
       os_.line("ldg_lanes<V>(in", s, " + pooled_base + t * inner, g);");
-      os_.line("uint8_t taps[", k * k, "][V];");
+      os_.line("unsigned taps[", k * k, "];  // lane l in byte l");
       os_.line("#pragma unroll");
       os_.line("for (int q = 0; q < ", k * k, "; ++q)");
-      os_.line("  ldg_lanes<V>(pool_source + tap_base + ((q / ", k, ") * pw + q % ", k,
-               ") * tap_step + t * inner, taps[q]);");
+      os_.line("  taps[q] = ldg_byte_lanes<V>(pool_source + tap_base + ((q / ", k, ") * pw + q % ",
+               k, ") * tap_step + t * inner);");
+      os_.line("const unsigned first = first_max_bytes(taps, pool_self);");
       os_.line("#pragma unroll");
-      CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
-      os_.line("float window[", k * k, "];");
-      os_.line("#pragma unroll");
-      os_.line("for (int q = 0; q < ", k * k,
-               "; ++q) window[q] = ", codegen::device_load(DType::u8, "taps[q][l]", ""), ";");
-      os_.line("out[l] = flexkit::portable::pool_first_max_gradient(window, ", k * k,
-               ", pool_self, ", codegen::device_load(k_.seq_in[s].dtype, "g[l]", in_iwl(s)), ");");
+      os_.line("for (int l = 0; l < V; ++l)");
+      os_.line("  out[l] = (first >> (8 * l)) & 1u ? ",
+               codegen::device_load(k_.seq_in[s].dtype, "g[l]", in_iwl(s)), " : 0.0f;");
     }
     os_.line(";");
   }
