@@ -84,6 +84,7 @@ Array Sequential::backward(const Array& grad_output,
     auto* sn = dynamic_cast<Spiking*>(layers_[i].get());
     if (i > 0 && i - 1 < folded_.size() && folded_[i - 1]) {
       g = pooled ? sn->backward_through_pool(*pooled) : sn->backward(g);
+      pooled.reset();  // the spikes and the pooled gradient, free before the BatchNorm's backward
       const Spiking::FoldGradients& sums = sn->fold_gradients();
       g = static_cast<BatchNorm&>(*layers_[i - 1]).fold_backward(g, sums.sum_centered, sums.sum);
       folded_[i - 1] = 0;
