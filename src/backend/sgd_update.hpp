@@ -42,6 +42,11 @@ struct SgdUpdate {
 portable::SgdTensorView sgd_view(const SgdTensor& tensor);
 portable::SgdRule sgd_rule(const SgdUpdate& update, float lr);
 
+// Tensors handed to the fused update since the process started: the tests check with it that
+// the fused path runs (its results are the expressions' bits, so they cannot tell).
+void count_fused_sgd_tensors(std::int64_t tensors);
+std::int64_t fused_sgd_tensor_count();
+
 // Every tensor's update on the CPU (in parallel, the same bits whatever the thread count).
 void run_sgd_update_cpu(const SgdUpdate& update);
 // The same on CUDA, queued on the device's current stream: one kernel per kSgdMaxTensors

@@ -222,6 +222,7 @@ class Sgd final : public Optimizer {
     // kernel reads the old values at their old exponent, as the expressions read them (in place,
     // or from a snapshot when the exponent moves), so no storage is rescaled first.
     for (FusedWrite& w : writes) w.target.set_iwl(*w.plan.iwl);
+    backend::count_fused_sgd_tensors(static_cast<std::int64_t>(update.tensors.size()));
     try {
       if (lr.device().is_cpu())
         backend::run_sgd_update_cpu(update);

@@ -2,6 +2,7 @@
 // cores, each element updated once (flexkit/portable/sgd.hpp). The flex16 statistics combine by
 // maximum and sums, so no result depends on the thread count.
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -47,6 +48,8 @@ portable::SgdTargetView target_view(const SgdTarget& t) {
   return v;
 }
 
+std::atomic<std::int64_t> g_fused_tensors{0};
+
 void merge(Flex16Stats& into, const Flex16Stats& s) {
   into.max_abs_m = std::max(into.max_abs_m, s.max_abs_m);
   into.saturated += s.saturated;
@@ -54,6 +57,14 @@ void merge(Flex16Stats& into, const Flex16Stats& s) {
 }
 
 }  // namespace
+
+void count_fused_sgd_tensors(std::int64_t tensors) {
+  g_fused_tensors.fetch_add(tensors, std::memory_order_relaxed);
+}
+
+std::int64_t fused_sgd_tensor_count() {
+  return g_fused_tensors.load(std::memory_order_relaxed);
+}
 
 portable::SgdTensorView sgd_view(const SgdTensor& tensor) {
   portable::SgdTensorView v{};
