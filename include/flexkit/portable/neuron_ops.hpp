@@ -62,8 +62,9 @@ FLEXKIT_HD float ew_surrogate_grad(int kind, float alpha, float z) {
 // The gradient a max pool hands tap `self` of a window of `count` taps (values taps[0..count)):
 // all of the window's gradient g where that tap holds the window's maximum and no earlier tap
 // holds it, else 0 (PyTorch's rule; a window of NaNs passes nothing). Computed the way the pool's
-// own backward does: the maximum first, then equality with it. No tap is picked by the run-time
-// `self` (taps[self]): in a CUDA kernel that would put the window in local memory.
+// own backward does: the maximum first, then equality with it. The CPU interpreter's rule; the
+// CUDA kernels apply it to four lanes' spike bytes at once (first_max_bytes in
+// rtc/flexkit/neuron_kernels.cuh), with the same results for u8 taps.
 FLEXKIT_HD float pool_first_max_gradient(const float* taps, int count, int self, float g) {
   float top = taps[0];
   for (int u = 1; u < count; ++u) top = ew_maximum(top, taps[u]);
