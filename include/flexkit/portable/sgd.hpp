@@ -34,6 +34,7 @@ struct SgdTensorView {
   int32_t grad_iwl;
   int32_t first_block;  // CUDA: the blocks [first_block, first_block + blocks) update it
   int32_t blocks;
+  int32_t aligned16;        // CUDA: every array starts on a 16-byte boundary (8-wide accesses)
   SgdTargetView buffer;     // the momentum buffer (none without momentum)
   SgdTargetView weight;     // the f32 master copy, or the value itself
   SgdTargetView published;  // the value rounded from the master copy (none without one)
@@ -56,17 +57,18 @@ FLEXKIT_HD float sgd_load(const void* p, int32_t dtype, int32_t iwl, int64_t i) 
   return load_flex16(static_cast<const int16_t*>(p)[i], iwl);
 }
 
-// Stores v at element i of `t` and returns the value a later read of it gives. flex16 stores
-// count into `s` (max |m|, saturated, NaN) as every flex16 write does.
+// v encoded for `t` at element i: `bits` receives what is stored (the f32 bits, or the bf16 or
+// flex16 code in the low 16 bits) and the value a later read of it gives is returned. flex16
+// counts into `s` (max |m|, saturated, NaN) as every flex16 write does.
 template <class Stats>
-FLEXKIT_HD float sgd_store(const SgdTargetView& t, int64_t i, float v, Stats& s) {
+FLEXKIT_HD float sgd_encode(const SgdTargetView& t, int64_t i, float v, Stats& s, uint32_t& bits) {
   if (t.dtype == kSgdF32) {
-    static_cast<float*>(t.data)[i] = v;
+    bits = float_to_bits(v);
     return v;
   }
   if (t.dtype == kSgdBF16) {
     const uint16_t b = store_bf16(v);
-    static_cast<uint16_t*>(t.data)[i] = b;
+    bits = b;
     return load_bf16(b);
   }
   const Flex16Code c = t.stochastic ? flex16_encode_stochastic(static_cast<double>(v), t.write_iwl,
@@ -76,28 +78,49 @@ FLEXKIT_HD float sgd_store(const SgdTargetView& t, int64_t i, float v, Stats& s)
   s.max_abs_m = m > s.max_abs_m ? m : s.max_abs_m;
   s.saturated += c.saturated ? 1u : 0u;
   s.nan_count += is_nan(v) ? 1u : 0u;
-  static_cast<int16_t*>(t.data)[i] = c.m;
+  bits = static_cast<uint16_t>(c.m);
   return load_flex16(c.m, t.write_iwl);
+}
+
+// Stores v at element i of `t` and returns the value a later read of it gives.
+template <class Stats>
+FLEXKIT_HD float sgd_store(const SgdTargetView& t, int64_t i, float v, Stats& s) {
+  uint32_t bits = 0;
+  const float read_back = sgd_encode(t, i, v, s, bits);
+  if (t.dtype == kSgdF32)
+    static_cast<uint32_t*>(t.data)[i] = bits;
+  else
+    static_cast<uint16_t*>(t.data)[i] = static_cast<uint16_t>(bits);
+  return read_back;
+}
+
+// The rule on one element's loaded values: w the weight, g the gradient, old the momentum
+// buffer (unread at the first step). store(k, v) stores output k (0 the buffer, 1 the weight,
+// 2 the published value, only when there is one) and returns what a later read of it gives.
+template <class Store>
+FLEXKIT_HD void sgd_apply(const SgdRule& r, float w, float g, float old, bool published,
+                          Store&& store) {
+  if (r.decay) g = fadd_rn(g, fmul_rn(r.weight_decay, w));
+  float step = g;
+  if (r.momentum_buffer) {
+    const float buf = store(0, r.first_step ? g : fadd_rn(fmul_rn(r.momentum, old), g));
+    step = r.nesterov ? fadd_rn(g, fmul_rn(r.momentum, buf)) : buf;  // the buffer read back
+  }
+  const float updated = store(1, fsub_rn(w, fmul_rn(r.lr, step)));
+  if (published) store(2, updated);
 }
 
 // Element i of tensor `t`; stats[0..2]: the buffer's, the weight's and the published value's.
 template <class Stats>
 FLEXKIT_HD void sgd_element(const SgdTensorView& t, const SgdRule& r, int64_t i, Stats* stats) {
   const float w = sgd_load(t.weight.data, t.weight.dtype, t.weight.read_iwl, i);
-  float g = sgd_load(t.grad, t.grad_dtype, t.grad_iwl, i);
-  if (r.decay) g = fadd_rn(g, fmul_rn(r.weight_decay, w));
-  float step = g;
-  if (r.momentum_buffer) {
-    float buf = g;
-    if (!r.first_step) {
-      const float old = sgd_load(t.buffer.data, t.buffer.dtype, t.buffer.read_iwl, i);
-      buf = fadd_rn(fmul_rn(r.momentum, old), g);
-    }
-    buf = sgd_store(t.buffer, i, buf, stats[0]);  // the weight's expression reads it back
-    step = r.nesterov ? fadd_rn(g, fmul_rn(r.momentum, buf)) : buf;
-  }
-  const float updated = sgd_store(t.weight, i, fsub_rn(w, fmul_rn(r.lr, step)), stats[1]);
-  if (t.published.data != nullptr) sgd_store(t.published, i, updated, stats[2]);
+  const float g = sgd_load(t.grad, t.grad_dtype, t.grad_iwl, i);
+  const float old = r.momentum_buffer && !r.first_step
+                        ? sgd_load(t.buffer.data, t.buffer.dtype, t.buffer.read_iwl, i)
+                        : 0.0f;
+  const SgdTargetView* targets[3] = {&t.buffer, &t.weight, &t.published};
+  sgd_apply(r, w, g, old, t.published.data != nullptr,
+            [&](int k, float v) { return sgd_store(*targets[k], i, v, stats[k]); });
 }
 
 }  // namespace flexkit::portable

@@ -38,6 +38,68 @@ struct SgdKernelArgs {
 };
 static_assert(sizeof(SgdKernelArgs) <= 4096, "kernel parameters past the classic 4 KiB limit");
 
+// Elements a thread updates at once where a tensor's arrays allow 16-byte accesses: every load
+// of a chunk is issued before any of its arithmetic, and each array moves in 16-byte accesses
+// (one element a thread kept too few bytes in flight to approach the copy rate).
+constexpr int kVec = 8;
+
+// Eight elements of `p` from element i (a multiple of 8; p 16-byte aligned), as floats.
+__device__ __forceinline__ void load8(const void* p, int32_t dtype, int32_t iwl, std::int64_t i,
+                                      float (&out)[kVec]) {
+  if (dtype == portable::kSgdF32) {
+    const float4* q = static_cast<const float4*>(p) + i / 4;
+    const float4 a = q[0], b = q[1];
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    return;
+  }
+  const uint4 u = static_cast<const uint4*>(p)[i / kVec];
+  const unsigned words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const auto half = static_cast<std::uint16_t>(words[k / 2] >> (16 * (k % 2)));
+    out[k] = dtype == portable::kSgdBF16
+                 ? portable::load_bf16(half)
+                 : portable::load_flex16(static_cast<std::int16_t>(half), iwl);
+  }
+}
+
+// Stores eight encoded values (`sgd_encode`'s bits) of `t` from element i.
+__device__ __forceinline__ void store8(const SgdTargetView& t, std::int64_t i,
+                                       const std::uint32_t (&bits)[kVec]) {
+  if (t.dtype == portable::kSgdF32) {
+    uint4* q = static_cast<uint4*>(t.data) + i / 4;
+    q[0] = make_uint4(bits[0], bits[1], bits[2], bits[3]);
+    q[1] = make_uint4(bits[4], bits[5], bits[6], bits[7]);
+    return;
+  }
+  static_cast<uint4*>(t.data)[i / kVec] =
+      make_uint4(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16, bits[4] | bits[5] << 16,
+                 bits[6] | bits[7] << 16);
+}
+
+// The chunk of eight elements from element i of a tensor that takes 16-byte accesses.
+__device__ __forceinline__ void update8(const SgdTensorView& v, const portable::SgdRule& rule,
+                                        std::int64_t i, rtc::StatsLocal (&stats)[3]) {
+  float w[kVec], g[kVec], old[kVec];
+  load8(v.weight.data, v.weight.dtype, v.weight.read_iwl, i, w);
+  load8(v.grad, v.grad_dtype, v.grad_iwl, i, g);
+  const bool read_buffer = rule.momentum_buffer && !rule.first_step;
+  if (read_buffer) load8(v.buffer.data, v.buffer.dtype, v.buffer.read_iwl, i, old);
+  const bool published = v.published.data != nullptr;
+  const SgdTargetView* targets[3] = {&v.buffer, &v.weight, &v.published};
+  std::uint32_t bits[3][kVec];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k)
+    portable::sgd_apply(
+        rule, w[k], g[k], read_buffer ? old[k] : 0.0f, published, [&](int out, float value) {
+          return portable::sgd_encode(*targets[out], i + k, value, stats[out], bits[out][k]);
+        });
+  if (rule.momentum_buffer) store8(v.buffer, i, bits[0]);
+  store8(v.weight, i, bits[1]);
+  if (published) store8(v.published, i, bits[2]);
+}
+
 __device__ __forceinline__ void commit(const SgdTargetView& t, rtc::StatsLocal s, unsigned blocks) {
   if (t.data == nullptr || t.dtype != portable::kSgdFlex16) return;
   rtc::commit_stats(s, static_cast<rtc::ExprStats*>(t.stats), blocks);
@@ -54,13 +116,23 @@ __global__ void __launch_bounds__(kThreads)
   rule.lr = __ldg(args.lr);
   rtc::StatsLocal stats[3] = {{0, 0ull, 0ull}, {0, 0ull, 0ull}, {0, 0ull, 0ull}};
   const std::int64_t stride = static_cast<std::int64_t>(v.blocks) * kThreads;
-  for (std::int64_t i = static_cast<std::int64_t>(block - v.first_block) * kThreads + threadIdx.x;
-       i < v.n; i += stride)
+  const std::int64_t first =
+      static_cast<std::int64_t>(block - v.first_block) * kThreads + threadIdx.x;
+  // The chunks of eight, then (or, for a tensor without 16-byte alignment, all) one at a time.
+  const std::int64_t chunks = v.aligned16 ? v.n / kVec : 0;
+  for (std::int64_t c = first; c < chunks; c += stride) update8(v, rule, c * kVec, stats);
+  for (std::int64_t i = chunks * kVec + first; i < v.n; i += stride)
     portable::sgd_element(v, rule, i, stats);
   const auto blocks = static_cast<unsigned>(v.blocks);
   commit(v.buffer, stats[0], blocks);
   commit(v.weight, stats[1], blocks);
   commit(v.published, stats[2], blocks);
+}
+
+// Whether every array of `v` starts on a 16-byte boundary.
+bool aligned16(const SgdTensorView& v) {
+  const auto ok = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return ok(v.grad) && ok(v.buffer.data) && ok(v.weight.data) && ok(v.published.data);
 }
 
 bool is_flex16(const SgdTarget& t) {
@@ -89,7 +161,9 @@ void launch(const SgdUpdate& update, std::size_t first, std::size_t last, int ma
     const SgdTensor& tensor = update.tensors[k];
     SgdTensorView& v = args.tensors[k - first] = sgd_view(tensor);
     v.first_block = blocks;
-    v.blocks = static_cast<int>(std::min<std::int64_t>((v.n + kThreads - 1) / kThreads,
+    v.aligned16 = aligned16(v) ? 1 : 0;
+    const std::int64_t per_block = static_cast<std::int64_t>(kThreads) * (v.aligned16 ? kVec : 1);
+    v.blocks = static_cast<int>(std::min<std::int64_t>((v.n + per_block - 1) / per_block,
                                                        static_cast<std::int64_t>(max_blocks)));
     blocks += v.blocks;
     const std::pair<const SgdTarget*, SgdTargetView*> targets[3] = {
