@@ -40,11 +40,11 @@ class StepKernelSource : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
-  static void expect_compiles(const StepKernel& kernel) {
-    const std::string source = cuda_step_kernel_source(kernel);
+  static void expect_compiles(const StepKernel& kernel, std::int64_t fixed_steps = 0) {
+    const std::string source = cuda_step_kernel_source(kernel, fixed_steps);
     std::string cubin;
-    ASSERT_NO_THROW(cubin =
-                        KernelCache::instance().cubin("step_test_" + kernel.name, source, "sm_90a"))
+    ASSERT_NO_THROW(cubin = KernelCache::instance().cubin(
+                        "step_test_" + kernel.name + std::to_string(fixed_steps), source, "sm_90a"))
         << source;
     ASSERT_GT(cubin.size(), 4u);
     EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f"
@@ -168,6 +168,64 @@ StepKernel everything() {
   k.seq_out_value = {clipped, p.add(ir::Op::mul, clipped, w), sum, mask, c};
   k.carried_next = {p.add(ir::Op::mul, clipped, tau), p.add(ir::Op::add, acc, clipped)};
   return k;
+}
+
+// A reverse IF kernel whose residual h is replayed from its flex16 input x:
+// h = v + x, v' = h * (1 - spike(h - 1)); dL/dx = dL/ds * spike'(h - 1) + dL/dv.
+StepKernel replayed_if() {
+  StepKernel k;
+  k.name = "if_replayed_backward";
+  k.reverse = true;
+  k.seq_in = {{"h", DType::f32}, {"x", DType::flex16}, {"grad_s", DType::f32}};
+  k.seq_in[0].replayed = true;
+  k.seq_out = {{"grad_x", DType::f32}};
+  k.carried = {{"grad_v", 0.0f}};
+  Program p{k};
+  const int h = p.leaf(ir::Op::seq_in, 0);
+  const int gs = p.leaf(ir::Op::seq_in, 2);
+  const int gv = p.leaf(ir::Op::carried, 0);
+  const int z = p.add(ir::Op::sub, h, p.constant(1.0f));
+  const int g =
+      p.add(ir::Op::add, p.add(ir::Op::mul, gs, p.spike_grad(z, Surrogate::kAtan, 2.0f)), gv);
+  k.seq_out_value = {g};
+  k.carried_next = {g};
+
+  StepKernel forward;  // the replay's body is built as a kernel body, then moved
+  Program q{forward};
+  const int x = q.leaf(ir::Op::seq_in, 1);
+  const int v = q.leaf(ir::Op::carried, 0);
+  const int hr = q.add(ir::Op::add, v, x);
+  const int one = q.constant(1.0f);
+  const int s = q.add(ir::Op::spike, q.add(ir::Op::sub, hr, one));
+  const int v_next = q.add(ir::Op::mul, hr, q.add(ir::Op::sub, one, s));
+  StepReplay r;
+  r.body = forward.body;
+  r.carried = {{"v", 0.0f}};
+  r.carried_next = {v_next};
+  r.values = {hr};
+  k.replay = r;
+  return k;
+}
+
+// A replaying kernel can be built for its T: the step count becomes a constant of the program
+// and the replayed values an array of exactly T steps (registers once the loops unroll).
+TEST_F(StepKernelSource, ReplayIsBuiltForItsStepCount) {
+  const StepKernel k = replayed_if();
+  expect_compiles(k);
+  const std::string general = cuda_step_kernel_source(k);
+  EXPECT_NE(general.find("const int64_t steps = args.steps;"), std::string::npos);
+  EXPECT_NE(general.find("float replayed[16]"), std::string::npos);
+  for (const std::int64_t steps : {std::int64_t{1}, std::int64_t{4}, std::int64_t{16}}) {
+    SCOPED_TRACE(steps);
+    const std::string src = cuda_step_kernel_source(k, steps);
+    EXPECT_NE(src.find("constexpr int64_t steps = " + std::to_string(steps) + ";"),
+              std::string::npos);
+    EXPECT_EQ(src.find("args.steps"), std::string::npos);
+    EXPECT_NE(src.find("float replayed[" + std::to_string(steps) + "]"), std::string::npos);
+    expect_compiles(k, steps);
+  }
+  EXPECT_THROW(cuda_step_kernel_source(k, 17), ValueError);  // past what a replay keeps
+  EXPECT_THROW(cuda_step_kernel_source(k, -1), ValueError);
 }
 
 TEST_F(StepKernelSource, LifCompilesForHopperInEveryDType) {

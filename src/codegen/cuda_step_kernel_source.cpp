@@ -45,7 +45,7 @@ std::string value(int id) {
 
 class Generator {
  public:
-  explicit Generator(const StepKernel& k) : k_(k) {
+  Generator(const StepKernel& k, std::int64_t fixed_steps) : k_(k), fixed_steps_(fixed_steps) {
     used_in_.assign(k.seq_in.size(), false);
     for (const ir::Instr& in : k.body.instrs)
       if (in.op == ir::Op::seq_in) used_in_[static_cast<std::size_t>(in.slot)] = true;
@@ -191,12 +191,14 @@ class Generator {
   }
 
   // The replay at the start of a thread: its steps run forward, every replayed value kept in
-  // `replayed` (local memory, indexed by the step), for the reverse loop to read.
+  // `replayed` for the reverse loop to read (registers when T is a constant of the program and
+  // the loops unroll, else local memory indexed by the step).
   void replay_loop() {
     const StepReplay& r = *k_.replay;
     const std::size_t count = at_least_one(r.values.size());
     os_.line("// The forward steps replayed: the values a stored residual would hold.");
-    os_.line("float replayed[", kMaxReplaySteps, "][V][", count, "];");
+    os_.line("float replayed[", fixed_steps_ > 0 ? fixed_steps_ : kMaxReplaySteps, "][V][", count,
+             "];");
     {
       CodeStream::Scope scope(os_);
       os_.line("float rstate[V][", at_least_one(r.carried.size()), "];");
@@ -208,7 +210,7 @@ class Generator {
                    ";  // ", comment_safe(r.carried[c].name));
         if (r.carried.empty()) os_.line("rstate[l][0] = 0.0f;");
       }
-      os_.line("#pragma unroll 4");
+      os_.line(fixed_steps_ > 0 ? "#pragma unroll" : "#pragma unroll 4");
       CodeStream::Scope steps(os_, "for (int64_t t = 0; t < steps; ++t)");
       os_.line("const int64_t at = t * inner + base;");
       os_.line("#pragma unroll");
@@ -400,7 +402,10 @@ class Generator {
                            "template <int V> __device__ __forceinline__ void run_neurons(const "
                            "StepKernelArgs& args)");
       os_.line("const int64_t n = args.neurons;");
-      os_.line("const int64_t steps = args.steps;");
+      if (fixed_steps_ > 0)
+        os_.line("constexpr int64_t steps = ", fixed_steps_, ";  // this program's T");
+      else
+        os_.line("const int64_t steps = args.steps;");
       os_.line("const int64_t inner = args.inner;");
       os_.line("const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V;");
       // Four lanes already quadruple the bytes of each load; half the batch keeps the registers
@@ -531,6 +536,7 @@ class Generator {
   }
 
   const StepKernel& k_;
+  std::int64_t fixed_steps_;        // T built into the program, or 0: T from the arguments
   std::vector<bool> used_in_;       // read by the body
   std::vector<bool> read_in_;       // read by the body or the replay
   std::vector<bool> replay_reads_;  // read by the replay
@@ -541,9 +547,12 @@ class Generator {
 
 }  // namespace
 
-std::string cuda_step_kernel_source(const StepKernel& kernel) {
+std::string cuda_step_kernel_source(const StepKernel& kernel, std::int64_t fixed_steps) {
   codegen::check_step_kernel(kernel);
-  return Generator(kernel).run();
+  if (fixed_steps < 0 || (kernel.replay && fixed_steps > kMaxReplaySteps))
+    throw ValueError(
+        cat("step kernel ", kernel.name, ": cannot build T = ", fixed_steps, " into its program"));
+  return Generator(kernel, fixed_steps).run();
 }
 
 }  // namespace flexkit::snn

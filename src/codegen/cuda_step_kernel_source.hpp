@@ -11,8 +11,10 @@
 namespace flexkit::snn {
 
 // The generated CUDA program for a kernel (what run_step_kernel_cuda compiles; Neuron::cuda_source
-// shows it). Built with the CUDA backend only.
-std::string cuda_step_kernel_source(const StepKernel& kernel);
+// shows it). Built with the CUDA backend only. fixed_steps > 0 builds T into the program (the
+// launch's T must then be that one): its step loops unroll, and a replay keeps its values in
+// registers instead of local memory.
+std::string cuda_step_kernel_source(const StepKernel& kernel, std::int64_t fixed_steps = 0);
 
 }  // namespace flexkit::snn
 

@@ -93,10 +93,14 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   }
 
   DeviceGuard guard(device);
+  // A replaying kernel is built for its T (at most kMaxReplaySteps), so that its replayed values
+  // stay in registers instead of local memory.
+  const std::int64_t fixed_steps = kernel.replay ? launch.steps : 0;
   const std::shared_ptr<const RtcModule> module = KernelCache::instance().get(
       device,
-      "step|" + (kernel.structure.empty() ? step_kernel_structure(kernel) : kernel.structure),
-      [&] { return cuda_step_kernel_source(kernel); });
+      cat("step|", kernel.structure.empty() ? step_kernel_structure(kernel) : kernel.structure,
+          fixed_steps > 0 ? cat("|T=", fixed_steps) : std::string()),
+      [&] { return cuda_step_kernel_source(kernel, fixed_steps); });
   auto stream = static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
 
   StepKernelArgs args{};
