@@ -3,6 +3,7 @@
 #include "backend/cuda/conv/conv_direct.hpp"
 #include "backend/cuda/gemm_cuda_calls.hpp"
 #include "backend/expr_backend.hpp"
+#include "backend/finite_check.hpp"
 #include "backend/sgd_update.hpp"
 #include "core/device_memory.hpp"
 #include "core/strided_ops.hpp"
@@ -131,6 +132,11 @@ namespace flexkit::backend {
 
 void run_sgd_update_cuda(const SgdUpdate&) {
   unavailable("sgd update on cuda");
+}
+
+void record_finite_cuda(const std::vector<const void*>&, const std::vector<DType>&,
+                        const std::vector<std::int64_t>&, float*, int) {
+  unavailable("the finiteness check on cuda");
 }
 
 }  // namespace flexkit::backend

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backend/finite_check.hpp"
 #include "core/text.hpp"
 #include "flexkit/expr.hpp"
 
@@ -44,13 +45,19 @@ void StepLog::check_parameters(std::int64_t row, const std::vector<Parameter*>& 
   if (params.size() != parameter_names_.size())
     throw ValueError(cat("step log: ", params.size(), " parameters given, ",
                          parameter_names_.size(), " expected"));
-  // NaN and infinities survive a multiplication by zero; finite values become 0. A master copy,
-  // where there is one, is what the optimizer updates (its flex16 rounding stores NaN as 0).
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const Array& checked = params[i]->master.defined() ? params[i]->master : params[i]->value;
-    const auto column = static_cast<std::int64_t>(2 + i);
-    assign(record_(row, slice(column, column + 1)), sum(Expr(checked) * 0.0));
+  // A master copy, where there is one, is what the optimizer updates (its flex16 rounding
+  // stores NaN as 0). All parameters are checked in one pass where they allow it; otherwise each
+  // by an expression: NaN and infinities survive a multiplication by zero, finite values become 0.
+  std::vector<Array> checked;
+  for (const Parameter* p : params) checked.push_back(p->master.defined() ? p->master : p->value);
+  const auto columns = static_cast<std::int64_t>(params.size());
+  const Array results = record_(row, slice(2, 2 + columns));
+  if (backend::finite_checkable(checked, results)) {
+    backend::record_finite(checked, results);
+    return;
   }
+  for (std::int64_t i = 0; i < columns; ++i)
+    assign(results(slice(i, i + 1)), sum(Expr(checked[static_cast<std::size_t>(i)]) * 0.0));
 }
 
 void StepLog::commit_staged(std::int64_t step, std::int64_t batch) {
