@@ -215,6 +215,7 @@ TEST_F(StepKernelSource, ReplayIsBuiltForItsStepCount) {
   const std::string general = cuda_step_kernel_source(k);
   EXPECT_NE(general.find("const int64_t steps = args.steps;"), std::string::npos);
   EXPECT_NE(general.find("float replayed[16]"), std::string::npos);
+  EXPECT_NE(general.find("__launch_bounds__(256)"), std::string::npos);
   for (const std::int64_t steps : {std::int64_t{1}, std::int64_t{4}, std::int64_t{16}}) {
     SCOPED_TRACE(steps);
     const std::string src = cuda_step_kernel_source(k, steps);
@@ -222,6 +223,7 @@ TEST_F(StepKernelSource, ReplayIsBuiltForItsStepCount) {
               std::string::npos);
     EXPECT_EQ(src.find("args.steps"), std::string::npos);
     EXPECT_NE(src.find("float replayed[" + std::to_string(steps) + "]"), std::string::npos);
+    EXPECT_NE(src.find("__launch_bounds__(256, 3)"), std::string::npos);  // registers to spare
     expect_compiles(k, steps);
   }
   EXPECT_THROW(cuda_step_kernel_source(k, 17), ValueError);  // past what a replay keeps
@@ -312,7 +314,8 @@ TEST_F(StepKernelSource, SourceFollowsDTypesAndOpsButNotInitialValues) {
   EXPECT_NE(cuda_step_kernel_source(with_param), cuda_step_kernel_source(per_channel));
   EXPECT_NE(cuda_step_kernel_source(per_neuron), cuda_step_kernel_source(per_channel));
   EXPECT_NE(step_kernel_structure(per_neuron), step_kernel_structure(per_channel));
-  EXPECT_NE(cuda_step_kernel_source(per_channel).find("/ args.channel_neurons"), std::string::npos);
+  EXPECT_NE(cuda_step_kernel_source(per_channel).find("quotient(i + l, args.channel_neurons"),
+            std::string::npos);
 
   StepKernel other_alpha = everything();
   for (ir::Instr& in : other_alpha.body.instrs)

@@ -42,6 +42,13 @@ __device__ __forceinline__ unsigned ldg_byte_lanes(const uint8_t* p) {
     return __ldg(p);
 }
 
+// x / d for a neuron index x: a multiply-high where every index fits 31 bits (a 64-bit
+// division is a long instruction sequence, and a step kernel's prologue has several).
+__device__ __forceinline__ int64_t quotient(int64_t x, int64_t d, IndexDivider divider,
+                                            bool index32) {
+  return index32 ? int64_t(divide_index(uint32_t(x), divider)) : x / d;
+}
+
 // A max pool's window of K2 taps, each the bytes of up to four lanes' u8 values: 0xff in the
 // bytes where tap `self` is the first to hold its lane's maximum, else 0 - the rule of
 // portable::pool_first_max_gradient on bytes, four lanes per instruction, in registers.

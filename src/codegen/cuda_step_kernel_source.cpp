@@ -120,6 +120,12 @@ class Generator {
     field("const void* pool_source;");
     field("int64_t pool_height;");
     field("int64_t pool_width;");
+    field("IndexDivider inner_divider;");
+    field("IndexDivider channel_divider;");
+    field("IndexDivider pool_width_divider;");
+    field("IndexDivider pool_height_divider;");
+    field("int32_t index32;");
+    field("int32_t unused;");
     os_.line("};");
     // NVRTC has no offsetof; the sizes catch a field added, removed or resized on one side.
     os_.line("static_assert(sizeof(StepKernelArgs) == ", sizeof(codegen::StepKernelArgs),
@@ -243,9 +249,11 @@ class Generator {
              " max pool over args.pool_source.");
     os_.line(
         "const uint8_t* __restrict__ pool_source = static_cast<const uint8_t*>(args.pool_source);");
-    os_.line("const int64_t row = i / inner, column = i - row * inner;");
+    os_.line("const int64_t column = i - row * inner;");
     os_.line("const int64_t ph = args.pool_height, pw = args.pool_width;");
-    os_.line("const int64_t pool_w = row % pw, pool_h = row / pw % ph, image = row / (pw * ph);");
+    os_.line("const int64_t row_by_w = quotient(row, pw, args.pool_width_divider, index32);");
+    os_.line("const int64_t image = quotient(row_by_w, ph, args.pool_height_divider, index32);");
+    os_.line("const int64_t pool_w = row - row_by_w * pw, pool_h = row_by_w - image * ph;");
     os_.line("const int pool_self = int(pool_h % ", k, " * ", k, " + pool_w % ", k, ");");
     os_.line("const int64_t pooled_base = ((image * (ph / ", k, ") + pool_h / ", k, ") * (pw / ", k,
              ") + pool_w / ", k, ") * steps * inner + column;");
@@ -408,6 +416,7 @@ class Generator {
         os_.line("const int64_t steps = args.steps;");
       os_.line("const int64_t inner = args.inner;");
       os_.line("const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V;");
+      os_.line("const bool index32 = args.index32 != 0;  // every neuron index below 2^31");
       // Four lanes already quadruple the bytes of each load; half the batch keeps the registers
       // (and so the occupancy) of the one-lane kernel.
       os_.line(
@@ -440,7 +449,8 @@ class Generator {
       {
         CodeStream::Scope active(os_, "if (i < n)");
         os_.line("// Element t = 0 of neuron i; its V lanes share an outer row (V divides inner).");
-        os_.line("const int64_t base = i + (i / inner) * (steps - 1) * inner;");
+        os_.line("const int64_t row = quotient(i, inner, args.inner_divider, index32);");
+        os_.line("const int64_t base = i + row * (steps - 1) * inner;");
         os_.line("float p[V][", np(), "];");
         os_.line("float state[V][", nc(), "];");
         for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
@@ -455,9 +465,10 @@ class Generator {
                        ";");
           for (std::size_t q = 0; q < k_.params.size(); ++q)
             os_.line("p[l][", q, "] = __ldg(args.params[", q, "]",
-                     k_.params[q].per_neuron    ? " + i + l"
-                     : k_.params[q].per_channel ? " + (i + l) / args.channel_neurons"
-                                                : "",
+                     k_.params[q].per_neuron ? " + i + l"
+                     : k_.params[q].per_channel
+                         ? " + quotient(i + l, args.channel_neurons, args.channel_divider, index32)"
+                         : "",
                      ");  // ", comment_safe(k_.params[q].name));
           if (k_.params.empty()) os_.line("p[l][0] = 0.0f;");
           for (std::size_t c = 0; c < k_.carried.size(); ++c)
@@ -528,10 +539,14 @@ class Generator {
       }
     }
     os_.line("");
-    os_.line("FLEXKIT_KERNEL void __launch_bounds__(", codegen::kStepMaxBlock, ") ",
-             codegen::kStepKernelEntry, "(const StepKernelArgs args) { run_neurons<1>(args); }");
-    os_.line("FLEXKIT_KERNEL void __launch_bounds__(", codegen::kStepMaxBlock, ") ",
-             codegen::kStepKernelEntryVec4,
+    // A program built for its T holds its replay in registers: three blocks a multiprocessor
+    // then hide more latency than the registers the bound takes away (on an H100, the csnn's
+    // first pooled backward 211 -> 188 µs). Other programs keep the plain bound (unchanged there).
+    const std::string bounds =
+        fixed_steps_ > 0 ? cat(codegen::kStepMaxBlock, ", 3") : cat(codegen::kStepMaxBlock);
+    os_.line("FLEXKIT_KERNEL void __launch_bounds__(", bounds, ") ", codegen::kStepKernelEntry,
+             "(const StepKernelArgs args) { run_neurons<1>(args); }");
+    os_.line("FLEXKIT_KERNEL void __launch_bounds__(", bounds, ") ", codegen::kStepKernelEntryVec4,
              "(const StepKernelArgs args) { run_neurons<4>(args); }");
   }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "flexkit/portable/strided_layout.hpp"
 #include "ir/step_kernel.hpp"
 
 namespace flexkit::snn {
@@ -52,8 +53,16 @@ struct StepKernelArgs {
   const void* pool_source;                  // u8: the pooled slot's pool input (or null)
   std::int64_t pool_height;                 // its images (snn::StepKernelLaunch)
   std::int64_t pool_width;
+  // Multiply-high dividers by inner, channel_neurons, pool_width and pool_height, used where
+  // every neuron index fits 31 bits (index32); else the kernel divides in 64 bits.
+  portable::IndexDivider inner_divider;
+  portable::IndexDivider channel_divider;
+  portable::IndexDivider pool_width_divider;
+  portable::IndexDivider pool_height_divider;
+  std::int32_t index32;
+  std::int32_t unused;
 };
-static_assert(sizeof(StepKernelArgs) == 1024, "the generated programs assume this layout");
+static_assert(sizeof(StepKernelArgs) == 1064, "the generated programs assume this layout");
 
 // Throws UnsupportedError when `kernel` has more slots of a kind than kStepMaxSlots, DTypeError
 // for a sequence dtype other than f32, bf16, flex16 and u8, ValueError when it is malformed (an

@@ -136,6 +136,16 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
     args.pool_height = launch.pool_height;
     args.pool_width = launch.pool_width;
   }
+  // The neuron index and every quotient of it stay below n, so 31 bits hold them all when n does.
+  args.index32 = n <= std::numeric_limits<std::int32_t>::max() ? 1 : 0;
+  if (args.index32) {
+    args.inner_divider = portable::make_index_divider(inner);
+    args.channel_divider = portable::make_index_divider(args.channel_neurons);
+    args.pool_width_divider =
+        portable::make_index_divider(std::max<std::int64_t>(1, args.pool_width));
+    args.pool_height_divider =
+        portable::make_index_divider(std::max<std::int64_t>(1, args.pool_height));
+  }
 
   std::optional<backend::cuda::ExprStatsRecords> stats;
   if (!flex_outputs.empty()) {
