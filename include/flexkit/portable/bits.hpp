@@ -129,10 +129,16 @@ FLEXKIT_HD uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// Uniform in [0, 1) with 32 random bits, from (seed, mix64(index)): a caller drawing for several
+// seeds at one index mixes the index once.
+FLEXKIT_HD double uniform01_mixed(uint64_t seed, uint64_t mixed_index) {
+  uint64_t h = mix64(seed ^ mixed_index);
+  return static_cast<double>(static_cast<uint32_t>(h >> 32)) * 2.3283064365386963e-10;  // 2^-32
+}
+
 // Uniform in [0, 1) with 32 random bits, from (seed, index).
 FLEXKIT_HD double uniform01(uint64_t seed, uint64_t index) {
-  uint64_t h = mix64(seed ^ mix64(index));
-  return static_cast<double>(h >> 32) * 2.3283064365386963e-10;  // 2^-32
+  return uniform01_mixed(seed, mix64(index));
 }
 
 }  // namespace flexkit::portable

@@ -45,10 +45,16 @@ FLEXKIT_HD Flex16Code flex16_encode(double x, int iwl) {
 
 // Stochastic rounding: floor(x * 2^(15-iwl) + u), u uniform in [0, 1) drawn from (seed, index),
 // so the expected mantissa equals the exact scaled value and a run is reproducible.
-FLEXKIT_HD Flex16Code flex16_encode_stochastic(double x, int iwl, uint64_t seed, uint64_t index) {
+// The same with mix64(index) given (several encodes at one index mix it once).
+FLEXKIT_HD Flex16Code flex16_encode_stochastic_mixed(double x, int iwl, uint64_t seed,
+                                                     uint64_t mixed_index) {
   if (x != x) return {0, false};
   double scaled = x * pow2d(15 - iwl);
-  return saturate_rounded(floor_d(scaled + uniform01(seed, index)));
+  return saturate_rounded(floor_d(scaled + uniform01_mixed(seed, mixed_index)));
+}
+
+FLEXKIT_HD Flex16Code flex16_encode_stochastic(double x, int iwl, uint64_t seed, uint64_t index) {
+  return flex16_encode_stochastic_mixed(x, iwl, seed, mix64(index));
 }
 
 FLEXKIT_HD float flex16_decode(int16_t m, int iwl) {

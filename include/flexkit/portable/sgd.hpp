@@ -57,11 +57,13 @@ FLEXKIT_HD float sgd_load(const void* p, int32_t dtype, int32_t iwl, int64_t i) 
   return load_flex16(static_cast<const int16_t*>(p)[i], iwl);
 }
 
-// v encoded for `t` at element i: `bits` receives what is stored (the f32 bits, or the bf16 or
+// v encoded for `t` at an element whose index mixes to `mixed_index` (mix64(i), which
+// stochastic rounding draws from): `bits` receives what is stored (the f32 bits, or the bf16 or
 // flex16 code in the low 16 bits) and the value a later read of it gives is returned. flex16
 // counts into `s` (max |m|, saturated, NaN) as every flex16 write does.
 template <class Stats>
-FLEXKIT_HD float sgd_encode(const SgdTargetView& t, int64_t i, float v, Stats& s, uint32_t& bits) {
+FLEXKIT_HD float sgd_encode(const SgdTargetView& t, uint64_t mixed_index, float v, Stats& s,
+                            uint32_t& bits) {
   if (t.dtype == kSgdF32) {
     bits = float_to_bits(v);
     return v;
@@ -71,8 +73,8 @@ FLEXKIT_HD float sgd_encode(const SgdTargetView& t, int64_t i, float v, Stats& s
     bits = b;
     return load_bf16(b);
   }
-  const Flex16Code c = t.stochastic ? flex16_encode_stochastic(static_cast<double>(v), t.write_iwl,
-                                                               t.seed, static_cast<uint64_t>(i))
+  const Flex16Code c = t.stochastic ? flex16_encode_stochastic_mixed(
+                                          static_cast<double>(v), t.write_iwl, t.seed, mixed_index)
                                     : flex16_encode(v, t.write_iwl);
   const int m = c.m < 0 ? -int(c.m) : int(c.m);
   s.max_abs_m = m > s.max_abs_m ? m : s.max_abs_m;
@@ -84,14 +86,20 @@ FLEXKIT_HD float sgd_encode(const SgdTargetView& t, int64_t i, float v, Stats& s
 
 // Stores v at element i of `t` and returns the value a later read of it gives.
 template <class Stats>
-FLEXKIT_HD float sgd_store(const SgdTargetView& t, int64_t i, float v, Stats& s) {
+FLEXKIT_HD float sgd_store(const SgdTargetView& t, int64_t i, uint64_t mixed_index, float v,
+                           Stats& s) {
   uint32_t bits = 0;
-  const float read_back = sgd_encode(t, i, v, s, bits);
+  const float read_back = sgd_encode(t, mixed_index, v, s, bits);
   if (t.dtype == kSgdF32)
     static_cast<uint32_t*>(t.data)[i] = bits;
   else
     static_cast<uint16_t*>(t.data)[i] = static_cast<uint16_t>(bits);
   return read_back;
+}
+
+// Whether any target of `t` rounds stochastically (its elements' indices are then mixed).
+FLEXKIT_HD bool sgd_draws(const SgdTensorView& t) {
+  return t.buffer.stochastic || t.weight.stochastic || t.published.stochastic;
 }
 
 // The rule on one element's loaded values: w the weight, g the gradient, old the momentum
@@ -119,8 +127,9 @@ FLEXKIT_HD void sgd_element(const SgdTensorView& t, const SgdRule& r, int64_t i,
                         ? sgd_load(t.buffer.data, t.buffer.dtype, t.buffer.read_iwl, i)
                         : 0.0f;
   const SgdTargetView* targets[3] = {&t.buffer, &t.weight, &t.published};
+  const uint64_t mixed = sgd_draws(t) ? mix64(static_cast<uint64_t>(i)) : 0;
   sgd_apply(r, w, g, old, t.published.data != nullptr,
-            [&](int k, float v) { return sgd_store(*targets[k], i, v, stats[k]); });
+            [&](int k, float v) { return sgd_store(*targets[k], i, mixed, v, stats[k]); });
 }
 
 }  // namespace flexkit::portable
