@@ -6,12 +6,12 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "backend/finite_check.hpp"
 #include "flexkit/array.hpp"
 #include "flexkit/error.hpp"
+#include "support/random_arrays.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit {
@@ -28,10 +28,8 @@ struct Case {
 };
 
 std::vector<float> values(const Case& c, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1e30f, 1e30f);  // large, yet finite in bf16 too
-  std::vector<float> v(static_cast<std::size_t>(c.n));
-  for (float& x : v) x = u(rng);
+  // Large, yet finite in bf16 too.
+  std::vector<float> v = test::uniform_values(static_cast<std::size_t>(c.n), seed, -1e30f, 1e30f);
   if (c.bad_at >= 0) v[static_cast<std::size_t>(c.bad_at)] = c.bad;
   return v;
 }

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "flexkit/autoflex.hpp"
 #include "flexkit/expr.hpp"
 #include "flexkit/nn.hpp"
+#include "support/random_arrays.hpp"
 #include "support/test_device.hpp"
 
 namespace flexkit::nn {
@@ -33,14 +33,6 @@ struct Config {
   std::vector<Shape> shapes = {{3}, {7, 5}, {1}, {2, 3, 4}, {64, 33}, {300, 257}, {1025}};
   int steps = 7;
 };
-
-std::vector<float> uniform(std::size_t n, unsigned seed, float scale) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 AssignOptions write_options(DType dtype) {
   AssignOptions o;
@@ -63,8 +55,9 @@ class Model {
     for (std::size_t i = 0; i < s.shapes.size(); ++i) {
       const Shape& shape = s.shapes[i];
       const auto n = static_cast<std::size_t>(shape_numel(shape));
-      const Array init = Array::from_floats(uniform(n, 10 + static_cast<unsigned>(i), 1.0f), shape,
-                                            DType::f32, test::device());
+      const Array init =
+          Array::from_floats(test::uniform_values(n, 10 + static_cast<unsigned>(i), -1.0f, 1.0f),
+                             shape, DType::f32, test::device());
       Parameter p;
       p.name = "p";
       p.name += std::to_string(i);
@@ -91,7 +84,8 @@ class Model {
       const auto n = static_cast<std::size_t>(p.value.size());
       const float scale = kScales[(k + i) % 8];
       const Array g = Array::from_floats(
-          uniform(n, 1000 * static_cast<unsigned>(k) + static_cast<unsigned>(i), scale),
+          test::uniform_values(n, 1000 * static_cast<unsigned>(k) + static_cast<unsigned>(i),
+                               -scale, scale),
           p.value.shape(), DType::f32, test::device());
       assign(p.grad, Expr(g), write_options(p.grad.dtype()));
       pointers.push_back(&p);

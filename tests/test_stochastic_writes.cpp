@@ -6,11 +6,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "flexkit/autoflex.hpp"
 #include "flexkit/expr.hpp"
+#include "support/random_arrays.hpp"
 #include "support/test_device.hpp"
 
 namespace {
@@ -32,14 +32,6 @@ AssignOptions stochastic(std::uint64_t seed, std::optional<int> iwl = std::nullo
   return o;
 }
 
-std::vector<float> random_floats(std::size_t n, unsigned seed, float scale) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
 // The mantissas of a contiguous flex16 array against the codec, element i at offset i.
 void expect_codec_bits(const Array& y, const std::vector<float>& values, std::uint64_t seed) {
   const std::vector<std::int16_t> bits = y.to_vector<std::int16_t>();
@@ -54,7 +46,7 @@ void expect_codec_bits(const Array& y, const std::vector<float>& values, std::ui
 TEST(StochasticWrites, EveryMantissaIsTheCodecs) {
   // Sizes around the CUDA kernels' vector width, so both the vector and the scalar paths store.
   for (std::int64_t n : {1, 7, 64, 1000, 4099}) {
-    const std::vector<float> x = random_floats(static_cast<std::size_t>(n), 5, 3.0f);
+    const std::vector<float> x = test::uniform_values(static_cast<std::size_t>(n), 5, -3.0f, 3.0f);
     const Array xs = Array::from_floats(x, {n}, DType::f32, dev());
     Array y = Array::empty({n}, DType::flex16, dev());
     assign(y, Expr(xs) * 1.0, stochastic(42, 2));
@@ -65,7 +57,8 @@ TEST(StochasticWrites, EveryMantissaIsTheCodecs) {
 TEST(StochasticWrites, AStridedViewDrawsFromItsOwnOffsets) {
   // A transposed target: element (i, j) of the view sits at offset j * rows + i.
   const std::int64_t rows = 33, cols = 20;
-  const std::vector<float> x = random_floats(static_cast<std::size_t>(rows * cols), 9, 1.0f);
+  const std::vector<float> x =
+      test::uniform_values(static_cast<std::size_t>(rows * cols), 9, -1.0f, 1.0f);
   const Array xs = Array::from_floats(x, {rows, cols}, DType::f32, dev());
   Array storage = Array::empty({cols, rows}, DType::flex16, dev());
   storage.set_iwl(0);
@@ -85,8 +78,9 @@ TEST(StochasticWrites, AStridedViewDrawsFromItsOwnOffsets) {
 
 TEST(StochasticWrites, ReductionsRoundTheirResults) {
   const std::int64_t rows = 40, cols = 300;
-  const Array xs = Array::from_floats(random_floats(static_cast<std::size_t>(rows * cols), 3, 1.0f),
-                                      {rows, cols}, DType::f32, dev());
+  const Array xs = Array::from_floats(
+      test::uniform_values(static_cast<std::size_t>(rows * cols), 3, -1.0f, 1.0f), {rows, cols},
+      DType::f32, dev());
   const std::vector<float> sums = evaluate(sum(Expr(xs), 1), DType::f32).to_floats();
   Array y = Array::empty({rows, 1}, DType::flex16, dev());
   assign(y, sum(Expr(xs), 1), stochastic(11, 4));
