@@ -4,6 +4,7 @@
 #include "backend/cuda/gemm_cuda_calls.hpp"
 #include "backend/expr_backend.hpp"
 #include "backend/finite_check.hpp"
+#include "backend/rate_loss.hpp"
 #include "backend/sgd_update.hpp"
 #include "core/device_memory.hpp"
 #include "core/strided_ops.hpp"
@@ -137,6 +138,10 @@ void run_sgd_update_cuda(const SgdUpdate&) {
 void record_finite_cuda(const std::vector<const void*>&, const std::vector<DType>&,
                         const std::vector<std::int64_t>&, float*, int) {
   unavailable("the finiteness check on cuda");
+}
+
+void run_rate_loss_cuda(const portable::RateLossArgs&, int) {
+  unavailable("the rate loss on cuda");
 }
 
 }  // namespace flexkit::backend

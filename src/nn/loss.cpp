@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "backend/rate_loss.hpp"
 #include "flexkit/expr.hpp"
 #include "nn/layer_support.hpp"
 
@@ -63,6 +64,22 @@ Array class_indices(std::int64_t classes, Device device) {
   return a;
 }
 
+// The fused loss's code for an output dtype it reads (f32, bf16, flex16 or u8).
+std::int32_t rate_loss_dtype(DType d) {
+  switch (d) {
+    case DType::f32:
+      return portable::kRateF32;
+    case DType::bf16:
+      return portable::kRateBF16;
+    case DType::flex16:
+      return portable::kRateFlex16;
+    case DType::u8:
+      return portable::kRateU8;
+    default:
+      return portable::kRateU8;
+  }
+}
+
 Expr one_hot_of(const Array& labels, std::int64_t classes, Device device) {
   const std::int64_t n = labels.dim(0);
   const Array class_index = class_indices(classes, device).reshape({classes, 1, 1});
@@ -80,28 +97,44 @@ DeviceLossResult rate_loss_on_device(const Array& output, const Array& labels, L
   DeviceLossResult r;
   r.loss = scalar_slot(loss, device, "the loss slot");
   r.correct = scalar_slot(correct, device, "the correct-count slot");
-  // (classes, 1, N): broadcasts over T for the gradient.
-  const Array rate = evaluate(mean(Expr(output), 1));
-  const Expr one_hot = one_hot_of(labels, classes, device);
-  r.grad_output = Array::empty(output.shape(), DType::f32, device);
   if (gradient_batch < 0 || (gradient_batch > 0 && gradient_batch < n))
     throw ValueError(
         cat("loss: a gradient batch of ", gradient_batch, " samples cannot hold these ", n));
   const double nd = static_cast<double>(n);
   const double gd = static_cast<double>(gradient_batch > 0 ? gradient_batch : n);
+  // The readout, the loss, its gradient and the count in one pass (one launch on CUDA).
+  const DType d = output.dtype();
+  const Array x = d == DType::f32 || d == DType::bf16 || d == DType::flex16 || d == DType::u8
+                      ? output.contiguous()
+                      : evaluate(Expr(output), DType::f32);
+  const Array label_values = labels.dtype() == DType::i32
+                                 ? labels.contiguous()
+                                 : evaluate(Expr(labels), DType::i32).contiguous();
+  const Array rate = Array::empty({classes, 1, n}, DType::f32, device);
+  r.grad_output = Array::empty(output.shape(), DType::f32, device);
+  portable::RateLossArgs args{};
+  args.output = x.data();
+  args.labels = static_cast<const std::int32_t*>(label_values.data());
+  args.grad = static_cast<float*>(r.grad_output.data());
+  args.rate = static_cast<float*>(rate.data());
+  args.loss = static_cast<float*>(r.loss.data());
+  args.correct = static_cast<float*>(r.correct.data());
+  args.classes = classes;
+  args.steps = steps;
+  args.n = n;
+  args.output_dtype = rate_loss_dtype(x.dtype());
+  args.output_iwl = x.dtype() == DType::flex16 ? x.iwl() : 0;
   if (kind == LossKind::cross_entropy) {
-    const Array top = evaluate(max(Expr(rate), 0));
-    const Array log_sum = evaluate(log(sum(exp(Expr(rate) - top), 0)) + top);
-    // −log softmax(rate)[label], averaged over the batch.
-    assign(r.loss, sum(one_hot * (Expr(log_sum) - rate)) * (1.0 / nd));
-    assign(r.grad_output, (exp(Expr(rate) - log_sum) - one_hot) * (1.0 / (gd * steps)));
+    args.kind = portable::kRateCrossEntropy;
+    args.grad_scale = static_cast<float>(1.0 / (gd * static_cast<double>(steps)));
+    args.loss_scale = static_cast<float>(1.0 / nd);
   } else {
-    const double count = nd * static_cast<double>(classes);
-    assign(r.loss, sum(sqr(Expr(rate) - one_hot)) * (1.0 / count));
-    assign(r.grad_output,
-           (Expr(rate) - one_hot) * (2.0 / (gd * static_cast<double>(classes) * steps)));
+    args.kind = portable::kRateMse;
+    args.grad_scale =
+        static_cast<float>(2.0 / (gd * static_cast<double>(classes) * static_cast<double>(steps)));
+    args.loss_scale = static_cast<float>(1.0 / (nd * static_cast<double>(classes)));
   }
-  assign(r.correct, sum(eq(argmax(Expr(rate), 0), labels.reshape({1, 1, n}))));
+  backend::run_rate_loss(args, device);
   r.rate = rate.reshape({classes, n});
   return r;
 }
