@@ -3,7 +3,8 @@
 #include <cstring>
 #include <map>
 #include <sstream>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "core/storage.hpp"
 #include "core/text.hpp"
@@ -39,7 +40,15 @@ bool same_view(const Array& a, const Array& b) {
 // ever compared or named as a whole.
 struct ProgramBuilder {
   Program& program;
-  std::unordered_map<const Node*, std::int32_t> by_node;
+  // Nodes already lowered and their values: a few dozen, so a scan beats a hash map's
+  // allocations (this runs on every assignment).
+  std::vector<std::pair<const Node*, std::int32_t>> by_node;
+
+  const std::int32_t* find(const Node* node) const {
+    for (const auto& [n, v] : by_node)
+      if (n == node) return &v;
+    return nullptr;
+  }
 };
 
 // A text naming a tree by its structure and leaves: equal trees get equal keys. Operands are
@@ -156,13 +165,13 @@ class Planner {
     Array view = fit_to(array, p.shape);
     for (std::size_t i = 0; i < p.operands.size(); ++i)
       if (same_view(p.operands[i], view)) return static_cast<std::int32_t>(i);
-    p.operands.push_back(view);
+    p.operands.push_back(std::move(view));
     return static_cast<std::int32_t>(p.operands.size() - 1);
   }
 
   std::int32_t lower(const NodePtr& node, ProgramBuilder& builder) {
     Program& p = builder.program;
-    if (auto it = builder.by_node.find(node.get()); it != builder.by_node.end()) return it->second;
+    if (const std::int32_t* known = builder.find(node.get())) return *known;
     std::int32_t v = -1;
     const OpInfo& info = op_info(node->op);
     if (node->op == Op::operand) {
@@ -185,7 +194,7 @@ class Planner {
       for (std::size_t i = 0; i < node->args.size(); ++i) args[i] = lower(node->args[i], builder);
       v = emit(p, {node->op, args[0], args[1], args[2], -1});
     }
-    builder.by_node.emplace(node.get(), v);
+    builder.by_node.emplace_back(node.get(), v);
     return v;
   }
 
