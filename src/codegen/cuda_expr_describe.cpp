@@ -103,6 +103,7 @@ void describe_elementwise(const ir::Stage& stage, ExprKernel& k) {
                          shape_str(body.shape)));
   const std::size_t n_ops = body.operands.size();
   std::vector<StridedLayout> layouts;
+  layouts.reserve(n_ops + 1);
   layouts.push_back(ArrayAccess::layout(stage.target));
   for (const Array& a : body.operands) layouts.push_back(ArrayAccess::layout(a));
   portable::coalesce_layouts(layouts.data(), static_cast<int>(layouts.size()));
@@ -308,6 +309,11 @@ ExprKernel describe_stage(const ir::Stage& stage) {
                            " is f64, which only the CPU backend supports; use f32 on CUDA"));
   };
   check_dtype(stage.target, "target");
+  // Each vector sized once (this runs on every assignment).
+  k.operand_dtypes.reserve(body.operands.size());
+  k.access.reserve(body.operands.size());
+  k.operands.reserve(body.operands.size());
+  k.scalars.reserve(body.scalars.size());
   k.target_dtype = stage.target.dtype();
   if (stage.stochastic_seed && k.target_dtype == DType::flex16) {
     k.stochastic = true;
