@@ -99,14 +99,22 @@ RtcModule::~RtcModule() {
   if (library_) cudaLibraryUnload(static_cast<cudaLibrary_t>(library_));
 }
 
+void* RtcModule::kernel(const char* name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [known, handle] : kernels_)
+    if (known == name) return handle;
+  cudaKernel_t handle = nullptr;
+  FLEXKIT_CUDA_CHECK(cudaLibraryGetKernel(&handle, static_cast<cudaLibrary_t>(library_), name));
+  kernels_.emplace_back(name, handle);
+  return handle;
+}
+
 void RtcModule::launch(const char* name, unsigned grid, unsigned block, void** args,
                        unsigned shared_bytes) const {
   DeviceGuard guard(device_);
-  cudaKernel_t kernel = nullptr;
-  FLEXKIT_CUDA_CHECK(cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(library_), name));
-  FLEXKIT_CUDA_CHECK(cudaLaunchKernel(
-      reinterpret_cast<const void*>(kernel), dim3(grid), dim3(block), args, shared_bytes,
-      static_cast<cudaStream_t>(flexkit::cuda::current_stream(device_))));
+  FLEXKIT_CUDA_CHECK(
+      cudaLaunchKernel(kernel(name), dim3(grid), dim3(block), args, shared_bytes,
+                       static_cast<cudaStream_t>(flexkit::cuda::current_stream(device_))));
 }
 
 }  // namespace flexkit::backend::cuda

@@ -1,8 +1,10 @@
 // Run-time compilation of CUDA C++ (NVRTC) against the embedded device headers, and loading
 // the result as a module whose kernels can be launched.
 #pragma once
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace flexkit::backend::cuda {
@@ -31,8 +33,14 @@ class RtcModule {
               unsigned shared_bytes = 0) const;
 
  private:
+  // The handle of kernel `name`, asked of the library once (a launch is on every assignment's
+  // path, and the library's lookup by name costs more than the rest of the launch's host side).
+  void* kernel(const char* name) const;
+
   int device_;
   void* library_;  // cudaLibrary_t
+  mutable std::mutex mutex_;
+  mutable std::vector<std::pair<std::string, void*>> kernels_;  // name, cudaKernel_t
 };
 
 }  // namespace flexkit::backend::cuda
