@@ -113,7 +113,9 @@ void run_stage(const ir::Stage& stage) {
 
   // Parameters in the order of the generated signature: t, operands (or their buffer and the
   // scalars' buffer), [scalars], args, partials, stats.
-  std::vector<void*> params{&kernel.target};
+  std::vector<void*> params;
+  params.reserve(kernel.operands.size() + 6);
+  params.push_back(&kernel.target);
   if (kernel.descriptors_in_memory) {
     params.push_back(&operand_buffer);
     params.push_back(&scalar_buffer);
