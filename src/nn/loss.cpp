@@ -1,6 +1,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -64,8 +65,9 @@ Array class_indices(std::int64_t classes, Device device) {
   return a;
 }
 
-// The fused loss's code for an output dtype it reads (f32, bf16, flex16 or u8).
-std::int32_t rate_loss_dtype(DType d) {
+// The fused loss's code for an output dtype it reads as stored; none for the others (i32, f64),
+// which it reads converted to f32.
+std::optional<std::int32_t> rate_loss_dtype(DType d) {
   switch (d) {
     case DType::f32:
       return portable::kRateF32;
@@ -76,7 +78,7 @@ std::int32_t rate_loss_dtype(DType d) {
     case DType::u8:
       return portable::kRateU8;
     default:
-      return portable::kRateU8;
+      return std::nullopt;
   }
 }
 
@@ -103,10 +105,8 @@ DeviceLossResult rate_loss_on_device(const Array& output, const Array& labels, L
   const double nd = static_cast<double>(n);
   const double gd = static_cast<double>(gradient_batch > 0 ? gradient_batch : n);
   // The readout, the loss, its gradient and the count in one pass (one launch on CUDA).
-  const DType d = output.dtype();
-  const Array x = d == DType::f32 || d == DType::bf16 || d == DType::flex16 || d == DType::u8
-                      ? output.contiguous()
-                      : evaluate(Expr(output), DType::f32);
+  const std::optional<std::int32_t> code = rate_loss_dtype(output.dtype());
+  const Array x = code ? output.contiguous() : evaluate(Expr(output), DType::f32);
   const Array label_values = labels.dtype() == DType::i32
                                  ? labels.contiguous()
                                  : evaluate(Expr(labels), DType::i32).contiguous();
@@ -122,7 +122,7 @@ DeviceLossResult rate_loss_on_device(const Array& output, const Array& labels, L
   args.classes = classes;
   args.steps = steps;
   args.n = n;
-  args.output_dtype = rate_loss_dtype(x.dtype());
+  args.output_dtype = code ? *code : portable::kRateF32;
   args.output_iwl = x.dtype() == DType::flex16 ? x.iwl() : 0;
   if (kind == LossKind::cross_entropy) {
     args.kind = portable::kRateCrossEntropy;
