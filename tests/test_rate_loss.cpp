@@ -131,6 +131,10 @@ TEST(RateLoss, NonContiguousOutputAndOtherShapes) {
   for (std::int64_t i = 0; i < 41; ++i) p.labels.push_back(static_cast<std::int32_t>(i % 3));
   ASSERT_FALSE(p.output.is_contiguous());
   expect_matches(p, LossKind::cross_entropy, run(p, LossKind::cross_entropy, p.output), "view");
+  // More classes than the CUDA kernel keeps in shared memory (their rates read back from global).
+  const Problem many = make_problem(DType::flex16, 60, 3, 300, 6);
+  expect_matches(many, LossKind::cross_entropy, run(many, LossKind::cross_entropy, many.output),
+                 "60 classes");
   // One class, one step, one sample.
   const Problem tiny = make_problem(DType::f32, 1, 1, 1, 5);
   expect_matches(tiny, LossKind::mse, run(tiny, LossKind::mse, tiny.output), "1x1x1");
@@ -171,6 +175,13 @@ TEST(RateLoss, CudaEqualsCpuBitForBit) {
       EXPECT_EQ(gpu.rate.to_floats(), cpu.rate.to_floats()) << dtype_name(dtype);
       EXPECT_EQ(gpu.grad_output.to_floats(), cpu.grad_output.to_floats()) << dtype_name(dtype);
     }
+  // Rates read back from global memory (more classes than shared memory keeps).
+  const Problem p = make_problem(DType::f32, 60, 3, 700, 50);
+  const DeviceLossResult gpu = run(p, LossKind::cross_entropy, p.output);
+  const DeviceLossResult cpu = run(p, LossKind::cross_entropy, p.output.copy_to(Device::cpu()));
+  EXPECT_EQ(gpu.loss.to_floats(), cpu.loss.to_floats());
+  EXPECT_EQ(gpu.rate.to_floats(), cpu.rate.to_floats());
+  EXPECT_EQ(gpu.grad_output.to_floats(), cpu.grad_output.to_floats());
 }
 
 }  // namespace

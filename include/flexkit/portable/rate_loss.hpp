@@ -47,18 +47,24 @@ FLEXKIT_HD float rate_loss_load(const RateLossArgs& a, int64_t i) {
   }
 }
 
-// One sample: writes its rates and gradient, returns its loss term; `correct` receives whether
-// its argmax is its label.
-FLEXKIT_HD double rate_loss_sample(const RateLossArgs& a, int64_t i, bool& correct) {
+// The rate of class c of sample i: the mean over t of its outputs, summed in double.
+FLEXKIT_HD float rate_loss_rate(const RateLossArgs& a, int64_t c, int64_t i) {
+  double s = 0.0;
+  for (int64_t t = 0; t < a.steps; ++t)
+    s = add_rn(s, static_cast<double>(rate_loss_load(a, (c * a.steps + t) * a.n + i)));
+  return static_cast<float>(div_rn(s, static_cast<double>(a.steps)));
+}
+
+// Sample i once its rates are known (rate(c) gives class c's): writes its gradient, returns its
+// loss term; `correct` receives whether its argmax is its label.
+template <class Rates>
+FLEXKIT_HD double rate_loss_finish(const RateLossArgs& a, int64_t i, const Rates& rate,
+                                   bool& correct) {
   const int64_t n = a.n;
   float top = 0.0f, best_value = 0.0f;
   int64_t best = -1;
   for (int64_t c = 0; c < a.classes; ++c) {
-    double s = 0.0;
-    for (int64_t t = 0; t < a.steps; ++t)
-      s = add_rn(s, static_cast<double>(rate_loss_load(a, (c * a.steps + t) * n + i)));
-    const float r = static_cast<float>(div_rn(s, static_cast<double>(a.steps)));
-    a.rate[c * n + i] = r;
+    const float r = rate(c);
     top = c == 0 ? r : ew_maximum(top, r);
     const bool better = best < 0 || (best_value == best_value && (r != r || r > best_value));
     if (better) best_value = r, best = c;
@@ -73,7 +79,7 @@ FLEXKIT_HD double rate_loss_sample(const RateLossArgs& a, int64_t i, bool& corre
   if (a.kind == kRateMse) {
     double sum = 0.0;
     for (int64_t c = 0; c < a.classes; ++c) {
-      const float d = fsub_rn(a.rate[c * n + i], onehot(c));
+      const float d = fsub_rn(rate(c), onehot(c));
       sum = add_rn(sum, static_cast<double>(fmul_rn(d, d)));
       write_gradient(c, fmul_rn(d, a.grad_scale));
     }
@@ -81,12 +87,19 @@ FLEXKIT_HD double rate_loss_sample(const RateLossArgs& a, int64_t i, bool& corre
   }
   double sum_exp = 0.0;
   for (int64_t c = 0; c < a.classes; ++c)
-    sum_exp = add_rn(sum_exp, static_cast<double>(ew_exp(fsub_rn(a.rate[c * n + i], top))));
+    sum_exp = add_rn(sum_exp, static_cast<double>(ew_exp(fsub_rn(rate(c), top))));
   const float lse = fadd_rn(ew_log(static_cast<float>(sum_exp)), top);
   for (int64_t c = 0; c < a.classes; ++c)
-    write_gradient(
-        c, fmul_rn(fsub_rn(ew_exp(fsub_rn(a.rate[c * n + i], lse)), onehot(c)), a.grad_scale));
-  return valid ? static_cast<double>(fsub_rn(lse, a.rate[label * n + i])) : 0.0;
+    write_gradient(c, fmul_rn(fsub_rn(ew_exp(fsub_rn(rate(c), lse)), onehot(c)), a.grad_scale));
+  return valid ? static_cast<double>(fsub_rn(lse, rate(label))) : 0.0;
+}
+
+// One sample: writes its rates and gradient, returns its loss term; `correct` receives whether
+// its argmax is its label.
+FLEXKIT_HD double rate_loss_sample(const RateLossArgs& a, int64_t i, bool& correct) {
+  for (int64_t c = 0; c < a.classes; ++c) a.rate[c * a.n + i] = rate_loss_rate(a, c, i);
+  return rate_loss_finish(
+      a, i, [&](int64_t c) { return a.rate[c * a.n + i]; }, correct);
 }
 
 // The batch's loss from the samples' terms summed in sample order.
