@@ -314,7 +314,7 @@ TEST_F(StepKernelSource, SourceFollowsDTypesAndOpsButNotInitialValues) {
   EXPECT_NE(cuda_step_kernel_source(with_param), cuda_step_kernel_source(per_channel));
   EXPECT_NE(cuda_step_kernel_source(per_neuron), cuda_step_kernel_source(per_channel));
   EXPECT_NE(step_kernel_structure(per_neuron), step_kernel_structure(per_channel));
-  EXPECT_NE(cuda_step_kernel_source(per_channel).find("quotient(i + l, args.channel_neurons"),
+  EXPECT_NE(cuda_step_kernel_source(per_channel).find("quotient(i, args.channel_neurons"),
             std::string::npos);
 
   StepKernel other_alpha = everything();

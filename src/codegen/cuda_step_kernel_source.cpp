@@ -291,8 +291,10 @@ class Generator {
   }
 
   // The summed_in_groups finals: per neuron where final_group is 1, else per group of 32
-  // neurons (a warp with one lane each, 8 threads with four) summed in neuron order, the group's
-  // first thread storing.
+  // neurons (a warp with one lane each, 8 threads with four) summed as a balanced binary tree in
+  // neuron order (ir/step_kernel.hpp): a thread's lanes pairwise, then the threads by xor
+  // shuffles (both threads of a pair form the same float: a + b == b + a), the group's first
+  // thread storing.
   void grouped_finals() {
     {
       CodeStream::Scope single(os_, "if (args.final_group == 1)");
@@ -306,21 +308,22 @@ class Generator {
     }
     CodeStream::Scope groups(os_, "else");
     os_.line("constexpr int kThreads = ", kFinalGroup, " / V;  // a group's threads");
-    os_.line("const int leader = (threadIdx.x & 31) & ~(kThreads - 1);");
     for (std::size_t c = 0; c < k_.carried.size(); ++c) {
       if (!k_.carried[c].summed_in_groups) continue;
       const int q = grouped_index(c);
       CodeStream::Scope slot(os_);
-      os_.line("float sum = __shfl_sync(0xffffffffu, grouped[0][", q, "], leader);");
+      os_.line("float lanes[V];");
       os_.line("#pragma unroll");
-      os_.line("for (int l = 1; l < V; ++l) sum += __shfl_sync(0xffffffffu, grouped[l][", q,
-               "], leader);");
+      os_.line("for (int l = 0; l < V; ++l) lanes[l] = grouped[l][", q, "];");
       os_.line("#pragma unroll");
-      os_.line("for (int j = 1; j < kThreads; ++j)");
+      os_.line("for (int w = 1; w < V; w *= 2)");
       os_.line("  #pragma unroll");
-      os_.line("  for (int l = 0; l < V; ++l) sum += __shfl_sync(0xffffffffu, grouped[l][", q,
-               "], leader + j);");
-      os_.line("if ((threadIdx.x & 31) == leader && i < n && args.carried_final[", c, "])");
+      os_.line("  for (int l = 0; l < V; l += 2 * w) lanes[l] = lanes[l] + lanes[l + w];");
+      os_.line("float sum = lanes[0];");
+      os_.line("#pragma unroll");
+      os_.line(
+          "for (int m = 1; m < kThreads; m *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);");
+      os_.line("if ((threadIdx.x & (kThreads - 1)) == 0 && i < n && args.carried_final[", c, "])");
       os_.line("  args.carried_final[", c, "][i / ", kFinalGroup, "] = sum;");
     }
   }
@@ -455,6 +458,12 @@ class Generator {
         os_.line("float state[V][", nc(), "];");
         for (std::size_t s = 0; s < k_.seq_in.size(); ++s)
           if (steady(s)) os_.line("float steady", s, "[V];  // one value for every step");
+        bool per_channel = false;
+        for (const ParamSlot& q : k_.params) per_channel = per_channel || q.per_channel;
+        if (per_channel)  // the launch takes V lanes only where V divides channel_neurons
+          os_.line(
+              "const int64_t channel = quotient(i, args.channel_neurons, args.channel_divider, "
+              "index32);  // every lane's");
         {
           os_.line("#pragma unroll");
           CodeStream::Scope lanes(os_, "for (int l = 0; l < V; ++l)");
@@ -465,10 +474,9 @@ class Generator {
                        ";");
           for (std::size_t q = 0; q < k_.params.size(); ++q)
             os_.line("p[l][", q, "] = __ldg(args.params[", q, "]",
-                     k_.params[q].per_neuron ? " + i + l"
-                     : k_.params[q].per_channel
-                         ? " + quotient(i + l, args.channel_neurons, args.channel_divider, index32)"
-                         : "",
+                     k_.params[q].per_neuron    ? " + i + l"
+                     : k_.params[q].per_channel ? " + channel"
+                                                : "",
                      ");  // ", comment_safe(k_.params[q].name));
           if (k_.params.empty()) os_.line("p[l][0] = 0.0f;");
           for (std::size_t c = 0; c < k_.carried.size(); ++c)

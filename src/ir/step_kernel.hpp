@@ -64,8 +64,9 @@ struct CarriedSlot {
   std::string name;
   float init_value = 0;  // used where no initial array is given
   // Its final array holds one value per group of StepKernelLaunch::final_group consecutive
-  // neurons: the group's final values summed in neuron order, ((v0 + v1) + v2) + ... (a
-  // parameter's gradient partials, N / final_group of them instead of N).
+  // neurons: the group's final values summed as a balanced binary tree in neuron order,
+  // ((v0 + v1) + (v2 + v3)) + ... (a parameter's gradient partials, N / final_group of them
+  // instead of N).
   bool summed_in_groups = false;
 };
 

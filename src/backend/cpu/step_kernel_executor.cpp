@@ -309,11 +309,14 @@ void run_step_kernel_cpu(const StepKernel& k, const StepKernelLaunch& launch) {
           std::memcpy(out + n0, v, static_cast<std::size_t>(lanes) * sizeof(float));
           continue;
         }
-        // A block starts a group and holds whole groups (group divides inner and kLanes).
+        // A block starts a group and holds whole groups (group divides inner and kLanes); each
+        // group summed as a balanced binary tree in neuron order, as the CUDA kernel sums it.
         for (int l0 = 0; l0 < lanes; l0 += static_cast<int>(group)) {
-          float sum = v[l0];
-          for (int l = l0 + 1; l < l0 + group; ++l) sum += v[l];
-          out[(n0 + l0) / group] = sum;
+          float tree[kFinalGroup];
+          std::memcpy(tree, v + l0, sizeof tree);
+          for (int w = 1; w < kFinalGroup; w *= 2)
+            for (int l = 0; l < kFinalGroup; l += 2 * w) tree[l] = tree[l] + tree[l + w];
+          out[(n0 + l0) / group] = tree[0];
         }
       }
     }

@@ -164,7 +164,12 @@ void run_step_kernel_cuda(const StepKernel& kernel, const StepKernelLaunch& laun
   // (measured at T = 32; at T = 8 too, for PLIF). Runs shorter than the one-lane kernel's batch
   // of 8 steps take four lanes: one lane then keeps too few 4-byte loads in flight (LIF at T = 4:
   // 0.078 -> 0.066 ms on an H100).
-  bool vec4 = (!kernel.reverse || launch.steps < 8) && n % 4 == 0 && inner % 4 == 0;
+  // A thread's lanes also share a channel where some parameter is per channel (its value is
+  // read once a thread).
+  bool per_channel = false;
+  for (const ParamSlot& q : kernel.params) per_channel = per_channel || q.per_channel;
+  bool vec4 = (!kernel.reverse || launch.steps < 8) && n % 4 == 0 && inner % 4 == 0 &&
+              (!per_channel || args.channel_neurons % 4 == 0);
   const std::vector<Array> source{launch.pool_source};
   for (const auto* arrays : {&launch.seq_in, &launch.seq_out, &source})
     for (const Array& a : *arrays)
