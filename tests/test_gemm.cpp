@@ -236,6 +236,8 @@ TEST(Dot, OperandsReadInPlaceAndLargeProducts) {
   // Large enough (m·n ≥ 1024·(m + n)) that the automatic CUDA choice is the planar kernel.
   check_product(kIntegerCombos[0], false, false, 2056, 2072, 80, seed++);
   check_product(kIntegerCombos[2], true, false, 2056, 2072, 80, seed++);
+  // An output of at least 4096 × 4096: the CUDA u8 B then takes the wide (128 × 192) tile.
+  check_product(kIntegerCombos[2], false, false, 4100, 4097, 40, seed++);
 }
 
 TEST(Dot, FullRangeMantissasAndLongSumsStayExact) {

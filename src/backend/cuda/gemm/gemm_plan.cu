@@ -122,13 +122,23 @@ CanImplement wgmma_grid_fits(const PlanKey& key, int tile_n, int sms) {
   return kCanImplement;
 }
 
+// The tile width of a u8 B: the wide tile (128 × 192) only for outputs of at least 4096 × 4096.
+// Measured on an H100 (bench_gemm, ms, square → wide): 2048 × 512 × 6272 0.071 → 0.095,
+// 2048 × 6272 × 512 0.084 → 0.101, 10 × 512 × 2048 0.031 → 0.038, 10 × 2048 × 512 0.022 → 0.028,
+// 2048³ 0.063 → 0.087, 256 × 4096 × 4096 0.058 → 0.063, 4096 × 256 × 4096 0.059 → 0.073, but
+// 4096³ 0.321 → 0.310: fewer, wider tiles pay only where the square ones already make many
+// full waves; elsewhere they leave multiprocessors idle or the last wave part-empty.
+int u8_tile_n(const PlanKey& key) {
+  return key.m >= 4096 && key.n >= 4096 ? kWgmmaWideTileN : kWgmmaTileN;
+}
+
 // The planar kernel: any layout; its TMA coordinates are 32-bit. Splitting moves about
 // 4·(m + n)·k bytes and saves time on 2·m·n·k products (≈ 280 → 360 TOP/s measured for flex16):
 // it pays once m·n / (m + n) ≳ 1000, which measured as the break-even (2048³ equal, 1024³ and
 // 256 × 4096 × 4096 slower, 4096³ and up faster). Operands without a unit stride have no other
 // tensor-core kernel and always go planar.
 int planar_tile_n(const PlanKey& key) {
-  return key.b_is_u8 ? kWgmmaWideTileN : kWgmmaTileN;
+  return key.b_is_u8 ? u8_tile_n(key) : kWgmmaTileN;
 }
 
 CanImplement can_implement_planar(const PlanKey& key, int sms) {
@@ -156,13 +166,12 @@ Plan plan_planar(const PlanKey& key, int sms) {
   return plan;
 }
 
-// The shared-memory kernel's variant: the wide tile for a u8 B (the square one where a forced
+// The shared-memory kernel's variant: a u8 B's tile by u8_tile_n (the square one where a forced
 // planar kernel falls back to it).
 WgmmaVariant ss_variant(const PlanKey& key) {
-  const bool wide =
-      key.b_is_u8 && (key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss);
+  const bool own_choice = key.forced == KernelChoice::automatic || key.forced == KernelChoice::ss;
   return WgmmaVariant{key.b_is_u8, key.a_k_contig, key.b_k_contig,
-                      wide ? kWgmmaWideTileN : kWgmmaTileN};
+                      key.b_is_u8 && own_choice ? u8_tile_n(key) : kWgmmaTileN};
 }
 
 CanImplement can_implement_ss(const PlanKey& key, int sms) {
