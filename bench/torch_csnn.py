@@ -9,16 +9,20 @@ first convolution and BN run once (the input is the same at every step), as flex
 Prints the training time of one epoch (469 steps of 128; measured over STEPS steps after a
 warm-up) and the peak memory, one table row per form.
 
---train EPOCHS trains on Fashion-MNIST instead (f32, TF32 off; the preset's cosine schedule
-over the epochs, batch 128, inputs normalised as flexkit's loader does) and prints the test
-accuracy after each epoch. --storage f16 then stores what `flexkit train --precision flex16`
-stores in flex16 as IEEE float16 instead, with no loss scaling (the Flexpoint paper's
-comparison): the layers read their weights rounded to f16 (the optimizer keeps an f32 master
-copy, as flexkit's default does), every layer output and every gradient between layers is
-rounded to f16, and so is SGD's momentum after each step. Spikes are 0/1, exact either way.
+--train EPOCHS trains on Fashion-MNIST instead (TF32 off; the preset's cosine schedule over the
+epochs, batch 128, inputs normalised as flexkit's loader does) and prints the test accuracy
+after each epoch, with the peak memory; --form bf16 trains in the timed bf16 form (autocast,
+compiled IF loop). An epoch's time is its training steps' (no host round trip a step: a
+non-finite loss is caught at the epoch's end), the test pass apart. --storage f16 stores what
+`flexkit train --precision flex16` stores in flex16 as IEEE float16 instead, with no loss
+scaling (the Flexpoint paper's comparison): the layers read their weights rounded to f16 (the
+optimizer keeps an f32 master copy, as flexkit's default does), every layer output and every
+gradient between layers is rounded to f16, and so is SGD's momentum after each step. Spikes
+are 0/1, exact either way.
 
     python3 bench/torch_csnn.py [--steps 100]
-    python3 bench/torch_csnn.py --train 64 [--storage f32|f16] [--seed 0] [--json out.json]
+    python3 bench/torch_csnn.py --train 64 [--form f32|bf16] [--storage f32|f16] [--seed 0]
+                                [--json out.json]
 """
 import argparse
 import json
@@ -136,7 +140,11 @@ def train(args, batch=128, T=4):
     x_train, y_train = load("train")
     x_test, y_test = load("t10k")
     f16 = args.storage == "f16"
-    model = CSNN(T, if_loop, RoundF16.apply if f16 else keep).cuda()
+    bf16 = args.form == "bf16"
+    if bf16 and f16:
+        raise SystemExit("--form bf16 trains with PyTorch's own storage: no --storage f16")
+    neuron = torch.compile(if_loop) if bf16 else if_loop
+    model = CSNN(T, neuron, RoundF16.apply if f16 else keep).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.train)
     history, n = [], len(x_train)
@@ -145,12 +153,13 @@ def train(args, batch=128, T=4):
         start = time.perf_counter()
         perm = torch.randperm(n, device="cuda")
         correct = torch.zeros((), device="cuda")
+        finite = torch.ones((), dtype=torch.bool, device="cuda")
         for i in range(0, n, batch):
             idx = perm[i:i + batch]
-            rate = model(x_train[idx])
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                rate = model(x_train[idx]).float()
             loss = F.mse_loss(rate, F.one_hot(y_train[idx], 10).float())
-            if not torch.isfinite(loss):
-                raise SystemExit(f"epoch {epoch + 1}: the loss is not finite")
+            finite &= torch.isfinite(loss)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -163,9 +172,11 @@ def train(args, batch=128, T=4):
             correct += (rate.argmax(1) == y_train[idx]).sum()
         torch.cuda.synchronize()
         seconds = time.perf_counter() - start
+        if not finite.item():
+            raise SystemExit(f"epoch {epoch + 1}: the loss is not finite")
         sched.step()
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
             acc = sum((model(x_test[i:i + 1000]).argmax(1) == y_test[i:i + 1000]).sum().item()
                       for i in range(0, len(x_test), 1000)) / len(x_test)
         history.append({"epoch": epoch + 1, "train_accuracy": correct.item() / n,
@@ -173,9 +184,10 @@ def train(args, batch=128, T=4):
         print(f"epoch {epoch + 1}/{args.train}: train acc {100 * correct.item() / n:.2f}% "
               f"test acc {100 * acc:.2f}% {seconds:.1f} s", flush=True)
         result = {"peer": f"PyTorch {torch.__version__}, {torch.cuda.get_device_name()}",
-                  "storage": args.storage, "seed": args.seed,
+                  "form": args.form, "storage": args.storage, "seed": args.seed,
                   "best_test_accuracy": max(h["test_accuracy"] for h in history),
-                  "test_accuracy": acc, "history": history}
+                  "test_accuracy": acc, "history": history,
+                  "peak_memory_bytes": torch.cuda.max_memory_allocated()}
         if args.json:  # after every epoch, so that a cut-off run keeps its curve
             with open(args.json + ".part", "w") as f:
                 json.dump(result, f, indent=2)
@@ -187,6 +199,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--train", type=int, default=0, metavar="EPOCHS")
+    ap.add_argument("--form", choices=["f32", "bf16"], default="f32")
     ap.add_argument("--storage", choices=["f32", "f16"], default="f32")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default=os.environ.get("FLEXKIT_DATA_DIR") or "/usr/share/datasets/fashion-mnist")
