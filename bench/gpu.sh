@@ -3,7 +3,8 @@
 # cpu) tests, then the benchmarks beside their peers, and print a short table last.
 # Usage: bench/gpu.sh            (BUILD_DIR=build-gpu by default; logs go to $OUT if set;
 #                                  TESTS=regex, LABELS="cuda cpu" and BENCHES="names" pick subsets, TARGETS="names"
-#                                  builds only those targets; CSNN_EPOCHS sets train_csnn's length)
+#                                  builds only those targets; CSNN_EPOCHS sets train_csnn's length,
+#                                  CSNN_PRECISION=f32|flex16 its precision)
 #   BASELINE_DIR=<source tree> also builds that tree (another version, e.g. `git archive` of the
 #   commit before a change) and runs its C++ benchmarks right before this tree's, for a
 #   same-run comparison (BASELINE_BENCHES picks them; tables marked "baseline").
@@ -84,19 +85,19 @@ for b in $benches; do
     torch_*) PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
                python3 "bench/$b.py" 2>&1 | tee "$logs/$b.md" || status=1 ;;
     train_csnn)
-      # The csnn preset in f32 on the GPU: the epoch lines, then one table row from the summary.
-      "$build/apps/flexkit/flexkit" train --model csnn --device cuda --epochs "${CSNN_EPOCHS:-1}" \
-        --summary "$logs/csnn.json" 2>&1 | tee "$logs/train_csnn.log" || status=1
-      python3 - "$logs/csnn.json" <<'PY' | tee "$logs/$b.md" || status=1
-import json, sys
-s = json.load(open(sys.argv[1]))
-h = s["history"]
-print("| flexkit csnn f32 | epochs | epoch (s) | best test acc | peak device memory (GiB) |")
-print("|---|---|---|---|---|")
-print(f"| {s['device']} | {s['epochs']} | {sum(e['seconds'] for e in h) / len(h):.2f} | "
-      f"{s['best_test_accuracy']:.4f} | {s['peak_memory_bytes'].get('device', 0) / 2**30:.2f} |")
-print("accuracy curve:", " ".join(f"{e['test_accuracy']:.4f}" for e in h))
-PY
+      # The csnn preset beside its PyTorch peer, CSNN_EPOCHS epochs each, flexkit first:
+      # CSNN_PRECISION=f32 (the peer in f32, TF32 off) or flex16 (the peer in bf16 autocast with
+      # its IF loop compiled); the table from both runs' JSON (bench/csnn_pair.py).
+      precision=${CSNN_PRECISION:-f32}
+      form=f32
+      [ "$precision" = flex16 ] && form=bf16
+      "$build/apps/flexkit/flexkit" train --model csnn --device cuda --precision "$precision" \
+        --epochs "${CSNN_EPOCHS:-1}" --summary "$logs/csnn-$precision.json" 2>&1 \
+        | grep -v "^\s*$" | tail -4 || status=1
+      python3 bench/torch_csnn.py --train "${CSNN_EPOCHS:-1}" --form "$form" \
+        --json "$logs/csnn-peer-$form.json" 2>&1 | tail -2 || status=1
+      python3 bench/csnn_pair.py "$logs/csnn-$precision.json" "$logs/csnn-peer-$form.json" \
+        | tee "$logs/$b.md" || status=1
       ;;
     *)
       if [ -n "$baseline_pid" ] && [[ " $baseline_benches " == *" $b "* ]]; then
