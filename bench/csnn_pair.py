@@ -30,7 +30,8 @@ def main():
     peer_name = f"{peer['peer']}, {peer.get('form', 'f32')}"
     print("| csnn | epochs | epoch (s), epochs 2.. | best / final test accuracy | peak memory (MB) |")
     print("|---|---|---|---|---|")
-    print(f"| flexkit {mine.get('precision', 'f32')}, {mine['device']} | {len(h)} | {mine_epoch:.3f} (with its test pass) | "
+    mine_name = f"flexkit {mine.get('precision', 'f32')}, {mine['device']}"
+    print(f"| {mine_name} | {len(h)} | {mine_epoch:.3f} (with its test pass) | "
           f"{100 * mine['best_test_accuracy']:.2f} / {100 * h[-1]['test_accuracy']:.2f} % | "
           f"{mine_peak / 1e6:.1f} |")
     print(f"| {peer_name} | {len(p)} | {peer_epoch:.3f} | "
