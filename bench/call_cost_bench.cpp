@@ -15,6 +15,7 @@
 #include "codegen/cuda_expr_source.hpp"
 #include "flexkit/cuda.hpp"
 #include "flexkit/expr.hpp"
+#include "ir/assign_signature.hpp"
 #include "ir/plan.hpp"
 
 using namespace flexkit;
@@ -63,10 +64,15 @@ int main() {
   const double flex_auto =
       host_us([&] { assign(flex_out, built, {.iwl_policy = IwlPolicy::autoflex}); });
 
-  // The parts, in the order a call runs them.
+  // The parts, in the order a call runs them: the signature, then (on a structure not seen
+  // before, or after clear_kernel_memory_cache) planning, describing and the cache lookup.
   const double build = host_us([&] {
     Expr x = sig(a * b + c) * d - e;
     (void)x;
+  });
+  const double sign = host_us([&] {
+    ir::AssignSignature s;
+    (void)ir::sign_assignment(out, built.node(), {}, s);
   });
   const double plan = host_us([&] {
     ir::Plan p = ir::make_plan(out, built.node(), {});
@@ -99,6 +105,15 @@ int main() {
                    launch.main.block_x * launch.main.block_y, params.data());
   });
 
+  // The CUDA runtime's floor: an empty kernel with one pointer parameter, launched the same way.
+  auto empty = cache.get(0, "bench_call_cost_empty", [] {
+    return std::string(
+        "#include \"flexkit/rtc_prelude.cuh\"\n"
+        "FLEXKIT_KERNEL void empty_kernel(const void* p) {}\n");
+  });
+  void* empty_params[] = {&none};
+  const double empty_us = host_us([&] { empty->launch("empty_kernel", 1, 32, empty_params); });
+
   std::printf("\n| host time of one warm call on 1,024 f32 elements           |   µs    |\n");
   std::printf("|------------------------------------------------------------|---------|\n");
   row("out = sig(a*b+c)*d-e (the whole call, the Expr built)", whole);
@@ -106,10 +121,13 @@ int main() {
   row("assign(flex16 out, prebuilt Expr), IwlPolicy::fixed", flex_fixed);
   row("assign(flex16 out, prebuilt Expr), IwlPolicy::autoflex", flex_auto);
   row("part: building the Expr (5 operands, 7 nodes)", build);
+  row("part: ir::sign_assignment (the reuse path's own cost)", sign);
+  std::printf("| %-58s | %7s |\n", "on a new structure only:", "");
   row("part: ir::make_plan", plan);
   row("part: codegen::describe_stage (description and cache key)", describe);
   row("part: kernel cache lookup (memory hit)", lookup);
   row("part: launch geometry", geometry);
   row("part: the module's launch (the CUDA runtime's part)", launch_us);
+  row("an empty kernel's launch (one pointer parameter)", empty_us);
   return 0;
 }

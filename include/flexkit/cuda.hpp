@@ -129,6 +129,9 @@ struct KernelCacheStats {
   std::uint64_t disk_hits = 0;      // loaded from a verified cubin on disk
   std::uint64_t compiles = 0;       // compiled by NVRTC
   std::uint64_t corrupt_files = 0;  // cubins on disk that failed verification (then rebuilt)
+  // Assignments that ran the description kept for an earlier one of the same structure (each
+  // also counts as a memory hit).
+  std::uint64_t assignment_reuses = 0;
 };
 KernelCacheStats kernel_cache_stats();
 // The exact GEMM's plan cache (tile, split, workspace per shape class and layout): plans made

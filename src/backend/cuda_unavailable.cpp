@@ -126,6 +126,14 @@ void run_stage(const ir::Stage&) {
 bool run_row_fused(const ir::Plan&) {
   return false;
 }
+std::shared_ptr<const CachedAssignment> find_assignment(const ir::AssignSignature&) {
+  return nullptr;
+}
+void remember_assignment(const ir::AssignSignature&, const ir::Plan&) {}
+void run_assignment(const CachedAssignment&, const ir::AssignSignature&, const Array&,
+                    std::uint64_t) {
+  unavailable("expression on cuda");
+}
 
 }  // namespace flexkit::backend::cuda
 

@@ -3,6 +3,10 @@
 // current iwl (IwlPolicy::fixed; the executor resolves `exact` before calling) and the backend
 // records the write's statistics (max |m|, saturated, NaN) into the target's storage.
 #pragma once
+#include <cstdint>
+#include <memory>
+
+#include "ir/assign_signature.hpp"
 #include "ir/plan.hpp"
 
 namespace flexkit::backend {
@@ -17,6 +21,16 @@ void run_stage(const ir::Stage& stage);
 // one elementwise stage over the same shape (softmax, x - max(x, -1), ...), reading each row
 // once; returns false, having done nothing, for any other plan.
 bool run_row_fused(const ir::Plan& plan);
+
+// Assignments described once: after a one-stage elementwise plan has run, remember_assignment
+// keeps its description, launch and program under the assignment's signature (ir/
+// assign_signature.hpp); a later assignment with an equal signature finds it and runs it with
+// its own pointers, exponents, scalars and seed, without planning or describing again.
+struct CachedAssignment;
+std::shared_ptr<const CachedAssignment> find_assignment(const ir::AssignSignature& signature);
+void remember_assignment(const ir::AssignSignature& signature, const ir::Plan& plan);
+void run_assignment(const CachedAssignment& cached, const ir::AssignSignature& signature,
+                    const Array& out, std::uint64_t seed);
 }  // namespace cuda
 
 }  // namespace flexkit::backend

@@ -9,6 +9,7 @@
 #include "core/text.hpp"
 #include "flexkit/error.hpp"
 #include "flexkit/expr.hpp"
+#include "ir/assign_signature.hpp"
 #include "ir/plan.hpp"
 
 namespace flexkit {
@@ -111,6 +112,22 @@ void assign(const Array& out, const Expr& e, const AssignOptions& options) {
   AssignOptions resolved = options;
   resolved.iwl_policy = write.policy;
   resolved.iwl = write.iwl;
+  // On CUDA, an assignment of a structure seen before runs what was described for it then.
+  ir::AssignSignature signature;
+  const bool signed_call = out.defined() && out.device().is_cuda() &&
+                           ir::sign_assignment(out, e.node(), resolved, signature);
+  if (signed_call) {
+    if (auto cached = backend::cuda::find_assignment(signature)) {
+      detail::prepare_flex16_write(out, write, signature.reads_out);
+      if (resolved.iwl) {
+        Array o = out;
+        o.set_iwl(*resolved.iwl);
+      }
+      backend::cuda::run_assignment(*cached, signature, out, resolved.seed);
+      detail::finish_flex16_write(out, write);
+      return;
+    }
+  }
   ir::Plan plan = ir::make_plan(out, e.node(), resolved);
   detail::prepare_flex16_write(out, write, reads(e.node(), out));
   if (resolved.iwl) {
@@ -127,6 +144,7 @@ void assign(const Array& out, const Expr& e, const AssignOptions& options) {
       else
         run(stage);
     }
+    if (signed_call) backend::cuda::remember_assignment(signature, plan);
   }
   detail::finish_flex16_write(out, write);
 }

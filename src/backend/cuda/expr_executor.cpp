@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/cuda/check.hpp"
@@ -67,6 +69,74 @@ void read_stats(ExprStatsRecords& stats, cudaStream_t stream, const Array& targe
 
 }  // namespace
 
+namespace {
+
+// Launches a described stage: its main kernel, and the combine kernel of a split reduction.
+// `target`, `operands` and `scalars` are the run-time values the description's key leaves out.
+void launch_described(const RtcModule& module, const codegen::ExprKernel& kernel,
+                      codegen::ExprOperand target, std::span<codegen::ExprOperand> operands,
+                      std::span<float> scalars, codegen::ExprLaunch& launch,
+                      const Array& target_array) {
+  const int device = target_array.device().index;
+  auto stream = static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
+
+  // Operand descriptors and scalars too large for the parameter space travel in device memory.
+  const std::size_t descriptor_bytes = sizeof(codegen::ExprOperand) * operands.size();
+  const std::size_t scalar_bytes = sizeof(float) * scalars.size();
+  Scratch descriptors(device, kernel.descriptors_in_memory ? descriptor_bytes + scalar_bytes : 0);
+  void* operand_buffer = descriptors.get();
+  void* scalar_buffer = nullptr;
+  if (kernel.descriptors_in_memory) {
+    std::vector<unsigned char> host(descriptor_bytes + scalar_bytes);
+    std::memcpy(host.data(), operands.data(), descriptor_bytes);
+    if (scalar_bytes) std::memcpy(host.data() + descriptor_bytes, scalars.data(), scalar_bytes);
+    scalar_buffer = static_cast<unsigned char*>(operand_buffer) + descriptor_bytes;
+    refuse_in_capture(device, "an expression whose operand descriptors travel from host memory");
+    // From pageable memory: the call returns once `host` has been staged, so it may go.
+    FLEXKIT_CUDA_CHECK(
+        cudaMemcpyAsync(operand_buffer, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+  }
+  Scratch partials(device, launch.partials > 0 ? static_cast<std::size_t>(launch.partials) *
+                                                     codegen::partial_bytes(*kernel.reduce)
+                                               : 0);
+  std::optional<ExprStatsRecords> stats = stats_record(target_array);
+  void* partial_ptr = partials.get();
+  void* stats_ptr = stats ? stats->records() : nullptr;
+
+  // Parameters in the order of the generated signature: t, operands (or their buffer and the
+  // scalars' buffer), [scalars], args, partials, stats. Operands past the parameter space go
+  // through the buffer, so a fixed array holds them all.
+  constexpr std::size_t kMaxParams = codegen::kMaxParameterBytes / sizeof(codegen::ExprOperand) + 6;
+  void* params[kMaxParams];
+  std::size_t count = 0;
+  params[count++] = &target;
+  if (kernel.descriptors_in_memory) {
+    params[count++] = &operand_buffer;
+    params[count++] = &scalar_buffer;
+  } else {
+    for (codegen::ExprOperand& o : operands) params[count++] = &o;
+    if (!scalars.empty()) params[count++] = scalars.data();
+  }
+  params[count++] = &launch.args;
+  params[count++] = &partial_ptr;
+  params[count++] = &stats_ptr;
+  module.launch(codegen::kMainKernel, blocks_of(launch.main, codegen::kMainKernel),
+                launch.main.block_x * launch.main.block_y, params, launch.main.shared_bytes);
+  FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_expr_main");
+
+  if (launch.args.splits > 1) {
+    void* combine_params[] = {&target, &partial_ptr, &launch.combine_args, &stats_ptr};
+    module.launch(codegen::kCombineKernel, blocks_of(launch.combine, codegen::kCombineKernel),
+                  launch.combine.block_x * launch.combine.block_y, combine_params,
+                  launch.combine.shared_bytes);
+    FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_expr_combine");
+  }
+
+  if (stats) read_stats(*stats, stream, target_array);
+}
+
+}  // namespace
+
 void run_stage(const ir::Stage& stage) {
   validate(stage);
   const Array& target = stage.target;
@@ -85,61 +155,129 @@ void run_stage(const ir::Stage& stage) {
   std::shared_ptr<const RtcModule> module = KernelCache::instance().get(
       device, kernel.key, [&] { return codegen::generate_source(kernel, stage.body); });
   codegen::ExprLaunch launch = codegen::plan_launch(kernel, multiprocessors(device));
-  auto stream = static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
+  launch_described(*module, kernel, kernel.target, kernel.operands, kernel.scalars, launch, target);
+}
 
-  // Operand descriptors and scalars too large for the parameter space travel in device memory.
-  const std::size_t descriptor_bytes = sizeof(codegen::ExprOperand) * kernel.operands.size();
-  const std::size_t scalar_bytes = sizeof(float) * kernel.scalars.size();
-  Scratch descriptors(device, kernel.descriptors_in_memory ? descriptor_bytes + scalar_bytes : 0);
-  void* operand_buffer = descriptors.get();
-  void* scalar_buffer = nullptr;
-  if (kernel.descriptors_in_memory) {
-    std::vector<unsigned char> host(descriptor_bytes + scalar_bytes);
-    std::memcpy(host.data(), kernel.operands.data(), descriptor_bytes);
-    if (scalar_bytes)
-      std::memcpy(host.data() + descriptor_bytes, kernel.scalars.data(), scalar_bytes);
-    scalar_buffer = static_cast<unsigned char*>(operand_buffer) + descriptor_bytes;
-    refuse_in_capture(device, "an expression whose operand descriptors travel from host memory");
-    // From pageable memory: the call returns once `host` has been staged, so it may go.
-    FLEXKIT_CUDA_CHECK(
-        cudaMemcpyAsync(operand_buffer, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+// ---- assignments described once ----------------------------------------------------------------
+
+// What an assignment of one signature was described as: its single stage's kernel description
+// (with the first call's pointers), launch and program.
+struct CachedAssignment {
+  codegen::ExprKernel kernel;
+  codegen::ExprLaunch launch;
+  std::shared_ptr<const RtcModule> module;
+  std::uint64_t generation = 0;  // the kernel cache's, when the module was taken
+};
+
+namespace {
+
+struct SignatureHash {
+  std::size_t operator()(const std::vector<std::int64_t>& words) const {
+    std::uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (std::int64_t w : words) h = (h ^ static_cast<std::uint64_t>(w)) * 0x100000001b3ull;
+    return static_cast<std::size_t>(h ^ (h >> 29));
   }
-  Scratch partials(device, launch.partials > 0 ? static_cast<std::size_t>(launch.partials) *
-                                                     codegen::partial_bytes(*kernel.reduce)
-                                               : 0);
-  std::optional<ExprStatsRecords> stats = stats_record(target);
-  void* partial_ptr = partials.get();
-  void* stats_ptr = stats ? stats->records() : nullptr;
+};
 
-  // Parameters in the order of the generated signature: t, operands (or their buffer and the
-  // scalars' buffer), [scalars], args, partials, stats.
-  std::vector<void*> params;
-  params.reserve(kernel.operands.size() + 6);
-  params.push_back(&kernel.target);
-  if (kernel.descriptors_in_memory) {
-    params.push_back(&operand_buffer);
-    params.push_back(&scalar_buffer);
-  } else {
-    for (codegen::ExprOperand& o : kernel.operands) params.push_back(&o);
-    if (!kernel.scalars.empty()) params.push_back(kernel.scalars.data());
+// Bounded: a program whose shapes never repeat would otherwise grow it without end.
+constexpr std::size_t kMaxAssignments = 4096;
+
+class AssignmentCache {
+ public:
+  static AssignmentCache& instance() {
+    static AssignmentCache cache;
+    return cache;
   }
-  params.push_back(&launch.args);
-  params.push_back(&partial_ptr);
-  params.push_back(&stats_ptr);
-  module->launch(codegen::kMainKernel, blocks_of(launch.main, codegen::kMainKernel),
-                 launch.main.block_x * launch.main.block_y, params.data(),
-                 launch.main.shared_bytes);
-  FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_expr_main");
-
-  if (launch.args.splits > 1) {
-    void* combine_params[] = {&kernel.target, &partial_ptr, &launch.combine_args, &stats_ptr};
-    module->launch(codegen::kCombineKernel, blocks_of(launch.combine, codegen::kCombineKernel),
-                   launch.combine.block_x * launch.combine.block_y, combine_params,
-                   launch.combine.shared_bytes);
-    FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_expr_combine");
+  std::shared_ptr<const CachedAssignment> find(const std::vector<std::int64_t>& words) {
+    const std::uint64_t generation = KernelCache::instance().generation();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (generation != generation_) {  // the kernel cache dropped its modules: so does this
+      entries_.clear();
+      generation_ = generation;
+      return nullptr;
+    }
+    auto it = entries_.find(words);
+    return it == entries_.end() || it->second->generation != generation ? nullptr : it->second;
+  }
+  void add(const std::vector<std::int64_t>& words, std::shared_ptr<const CachedAssignment> entry) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (entries_.size() >= kMaxAssignments) entries_.clear();
+    entries_[words] = std::move(entry);
   }
 
-  if (stats) read_stats(*stats, stream, target);
+ private:
+  std::mutex mutex_;
+  std::uint64_t generation_ = 0;
+  std::unordered_map<std::vector<std::int64_t>, std::shared_ptr<const CachedAssignment>,
+                     SignatureHash>
+      entries_;
+};
+
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+}  // namespace
+
+std::shared_ptr<const CachedAssignment> find_assignment(const ir::AssignSignature& signature) {
+  return AssignmentCache::instance().find(signature.words);
+}
+
+void remember_assignment(const ir::AssignSignature& signature, const ir::Plan& plan) {
+  if (plan.stages.size() != 1) return;
+  const ir::Stage& stage = plan.stages[0];
+  if (stage.reduce || stage.target.size() == 0 || !stage.target.device().is_cuda()) return;
+  // The signature's operands and scalars must be the plan's slots, in order: what binds them
+  // at launch relies on it (leaves make_plan merged by their broadcast views are not cached).
+  const ir::Program& body = stage.body;
+  if (body.operands.size() != signature.operands.size() ||
+      body.scalars.size() != signature.scalars.size())
+    return;
+  for (std::size_t i = 0; i < body.operands.size(); ++i)
+    if (body.operands[i].data() != signature.operands[i]->data() ||
+        body.operands[i].dtype() != signature.operands[i]->dtype())
+      return;
+  for (std::size_t i = 0; i < body.scalars.size(); ++i)
+    if (!same_bits(body.scalars[i], signature.scalars[i])) return;
+  const int device = stage.target.device().index;
+  auto entry = std::make_shared<CachedAssignment>();
+  entry->generation = KernelCache::instance().generation();
+  entry->kernel = codegen::describe_stage(stage);
+  if (entry->kernel.descriptors_in_memory) return;
+  // The stage has just run, so its program is loaded.
+  entry->module = KernelCache::instance().loaded(device, entry->kernel.key);
+  if (!entry->module) return;
+  entry->launch = codegen::plan_launch(entry->kernel, multiprocessors(device));
+  if (entry->launch.args.splits != 1 || entry->launch.partials != 0) return;
+  AssignmentCache::instance().add(signature.words, std::move(entry));
+}
+
+void run_assignment(const CachedAssignment& cached, const ir::AssignSignature& signature,
+                    const Array& out, std::uint64_t seed) {
+  const codegen::ExprKernel& kernel = cached.kernel;
+  codegen::ExprOperand target = kernel.target;
+  target.data = out.data();
+  target.iwl = out.dtype() == DType::flex16 ? out.iwl() : 0;
+  // At most a few dozen operands (the parameter space holds them all: see remember_assignment).
+  constexpr std::size_t kMax = codegen::kMaxParameterBytes / sizeof(codegen::ExprOperand);
+  codegen::ExprOperand operands[kMax];
+  float scalars[codegen::kMaxParameterBytes / sizeof(float)];
+  const std::size_t n = kernel.operands.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const Array& a = *signature.operands[i];
+    operands[i] = kernel.operands[i];
+    operands[i].data = a.data();
+    operands[i].iwl = a.dtype() == DType::flex16 ? a.iwl() : 0;
+  }
+  for (std::size_t i = 0; i < signature.scalars.size(); ++i)
+    scalars[i] = static_cast<float>(signature.scalars[i]);
+  codegen::ExprLaunch launch = cached.launch;
+  if (kernel.stochastic) launch.args.seed = seed;
+  const int device = out.device().index;
+  DeviceGuard guard(device);
+  KernelCache::instance().count_reuse();
+  launch_described(*cached.module, kernel, target, std::span(operands, n),
+                   std::span(scalars, signature.scalars.size()), launch, out);
 }
 
 bool run_row_fused(const ir::Plan& plan) {

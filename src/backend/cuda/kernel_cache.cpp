@@ -246,8 +246,22 @@ flexkit::cuda::KernelCacheStats KernelCache::stats() const {
   return stats_;
 }
 
+std::shared_ptr<const RtcModule> KernelCache::loaded(int device, const std::string& key) {
+  const std::string map_key = std::to_string(device) + '|' + key;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = modules_.find(map_key);
+  return it == modules_.end() ? nullptr : it->second;
+}
+
+void KernelCache::count_reuse() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.memory_hits;
+  ++stats_.assignment_reuses;
+}
+
 void KernelCache::clear_memory() {
   std::lock_guard<std::mutex> lock(mutex_);
+  generation_.fetch_add(1, std::memory_order_release);
   // A module must outlive the kernels queued from it.
   for (const auto& [device, arch] : arch_) {
     DeviceGuard guard(device);

@@ -4,6 +4,7 @@
 // the binary (source, NVRTC options and version, architecture, library version), each behind a
 // header whose checksum is verified on load; a damaged file is counted, deleted and rebuilt.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -42,6 +43,12 @@ class KernelCache {
   std::string cubin(std::string_view name, const std::string& source, const std::string& arch);
 
   flexkit::cuda::KernelCacheStats stats() const;
+  // The module for `key` on `device` if it is loaded (not counted in the statistics).
+  std::shared_ptr<const RtcModule> loaded(int device, const std::string& key);
+  // An assignment that ran a kept description (a memory hit and an assignment reuse); such
+  // descriptions are valid while generation() is what it was when they took the module.
+  void count_reuse();
+  std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   // Drops the loaded modules after the devices' queued work is done; the disk cache stays.
   void clear_memory();
 
@@ -52,6 +59,7 @@ class KernelCache {
   };
 
   KernelCache() = default;
+  std::atomic<std::uint64_t> generation_{0};  // how many times clear_memory() ran
   const std::string& arch_of(int device);
   // With the lock held. Counts compiles and corrupt files; disk hits are counted by the caller
   // once the bytes are known to load. `reject_disk` treats an existing file as corrupt.
