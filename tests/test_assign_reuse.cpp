@@ -115,7 +115,9 @@ void expect_reuse_matches_full_path(const Shape& out_shape, DType out_dtype,
   const Array start = out.clone();  // what data set 1 starts from (in-place writes read it)
   const std::uint64_t before = reuses();
   write(1, out);
-  if (device().is_cuda()) EXPECT_EQ(reuses(), before + 1) << "the kept description was not used";
+  if (device().is_cuda()) {
+    EXPECT_EQ(reuses(), before + 1) << "the kept description was not used";
+  }
   check(1, out);
   const std::vector<std::uint8_t> reused = bits(out);
   const int reused_iwl = out_dtype == DType::flex16 ? out.iwl() : 0;
