@@ -193,13 +193,11 @@ TEST(AssignReuse, InPlaceUpdateOfItsOwnView) {
   constexpr std::int64_t kN = 1000;
   std::vector<Array> g;
   for (unsigned k = 0; k < 2; ++k) g.push_back(test::uniform_array({kN}, 60 + k, -1.0f, 1.0f));
+  std::vector<double> state(kN, 0.0);  // out starts at zero; data set 1 follows data set 0
   expect_reuse_matches_full_path(
       {kN}, DType::f32, [&](int k, Array& out) { assign(out, Expr(out) * 0.5 + g[k]); },
       [&](int k, const Array& out) {
-        // Data set 1 follows data set 0 on `out` (which starts at zero).
-        static std::vector<double> state;
         const auto gv = g[k].to_doubles();
-        if (k == 0) state.assign(kN, 0.0);
         for (std::int64_t i = 0; i < kN; ++i) state[i] = state[i] * 0.5 + gv[i];
         expect_near_all(out, state, 1e-6);
       },
