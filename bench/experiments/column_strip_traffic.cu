@@ -45,11 +45,6 @@ __device__ __forceinline__ void copy_async16(void* smem, const void* global) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global) : "memory");
 }
 
-struct Config {
-  int strip_cols, cluster, threads, reg_rows, smem_rows;
-  bool persistent, async, streaming;
-};
-
 // kStrip columns a strip (4 a thread), kThreads threads a block, kReg + kSm row chunks a thread
 // (kReg in registers, kSm in shared memory); a cluster of `cluster` blocks covers the column.
 template <int kStrip, int kThreads, int kReg, int kSm, bool kAsync, bool kStreaming>
