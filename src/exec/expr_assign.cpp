@@ -113,7 +113,18 @@ void assign(const Array& out, const Expr& e, const AssignOptions& options) {
   resolved.iwl_policy = write.policy;
   resolved.iwl = write.iwl;
   // On CUDA, an assignment of a structure seen before runs what was described for it then.
-  ir::AssignSignature signature;
+  // The signature's buffers are kept from call to call on each thread (an assignment made while
+  // another is being signed or run gets its own): growing them is most of signing's cost.
+  thread_local ir::AssignSignature kept;
+  thread_local bool kept_in_use = false;
+  ir::AssignSignature own;
+  ir::AssignSignature& signature = kept_in_use ? own : kept;
+  struct InUse {
+    bool& flag;
+    bool previous;
+    ~InUse() { flag = previous; }
+  } in_use{kept_in_use, kept_in_use};
+  kept_in_use = true;
   const bool signed_call = out.defined() && out.device().is_cuda() &&
                            ir::sign_assignment(out, e.node(), resolved, signature);
   if (signed_call) {
