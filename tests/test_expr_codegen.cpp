@@ -291,27 +291,98 @@ TEST(ExprCodegen, IndexDividerMatchesDivision) {
   }
 }
 
+// The fused kernel of `out = e` as a device of `multiprocessors` with clusters of 8 describes it.
+std::optional<codegen::RowFusedKernel> fused(const Array& out, const Expr& e,
+                                             int multiprocessors = 0) {
+  return codegen::describe_row_fused(ir::make_plan(out, e.node(), {}), 8, multiprocessors);
+}
+
+TEST(ExprCodegen, ColumnStripsPlansCompile) {
+  // Columns whose operands and output are read and written as vectors of 4 neighbouring columns
+  // are held as strips: 64 columns a block of 512 threads, 16 elements a column a thread in
+  // registers, the rest in shared memory.
+  Array s = filled({4096, 2048});
+  Array p = Array::empty({4096, 2048}, DType::f32);
+  EXPECT_TRUE(compile_fused(p, s - max(s, 0), 8, 8));
+  auto k = fused(p, s - max(s, 0));
+  ASSERT_TRUE(k && k->strips);
+  // 4096 elements over 8 blocks of 32 row positions: 16 a thread, 4 in registers, 12 × 512
+  // threads × 16 bytes in shared memory.
+  EXPECT_EQ(k->per_thread, 16);
+  EXPECT_EQ(k->strip_registers, 4);
+  EXPECT_EQ(k->shared_bytes, 12 * 512 * 16);
+  EXPECT_EQ(k->block_threads, codegen::kStripThreads);
+  // A column in registers alone, ragged columns and rows, two reductions (double and
+  // (value, index) partials), mixed operand dtypes, a middle axis, a flex16 output.
+  Array tall = filled({60, 4100});
+  k = fused(Array::empty({60, 4100}, DType::f32), tall - max(tall, 0));
+  ASSERT_TRUE(k && k->strips);
+  EXPECT_EQ(k->per_thread, 2);
+  EXPECT_EQ(k->shared_bytes, 0);
+  EXPECT_TRUE(compile_fused(Array::empty({60, 4100}, DType::f32), tall - max(tall, 0), 8, 1));
+  Array ragged = filled({3000, 4100});
+  Array ragged_out = Array::empty({3000, 4100}, DType::f32);
+  EXPECT_TRUE(compile_fused(ragged_out, ragged - max(ragged, 0), 8, 6));
+  EXPECT_TRUE(compile_fused(
+      ragged_out, exp(ragged - max(ragged, 0)) / sum(exp(ragged - max(ragged, 0)), 0), 8, 6));
+  EXPECT_TRUE(compile_fused(ragged_out, ragged * argmin(ragged, 0) - mean(ragged, 0), 8, 6));
+  Array half = filled({2048, 2048}, DType::bf16);
+  k = fused(p.index(":2048"), s.index(":2048") * half - max(s.index(":2048") * half, 0));
+  ASSERT_TRUE(k && k->strips);
+  // Two operands, 16 + 8 bytes a chunk: 2 chunks in registers, at most 8 in shared memory.
+  EXPECT_EQ(k->strip_registers, 2);
+  EXPECT_EQ(k->cluster, 7);
+  EXPECT_TRUE(compile_fused(p.index(":2048"),
+                            s.index(":2048") * half - max(s.index(":2048") * half, 0), 8, 7));
+  Array cube = filled({3, 600, 2048});
+  EXPECT_TRUE(compile_fused(Array::empty({3, 600, 2048}, DType::f32), cube - sum(cube, 1), 8, 2));
+  Array flat = filled({1024, 2112});
+  EXPECT_TRUE(compile_fused(Array::empty({1024, 2112}, DType::flex16), flat - min(flat, 0), 8, 2));
+  // Not strips: no clusters, a width not a multiple of 4, an output or operand that is not a
+  // vector of neighbouring columns, fewer blocks than multiprocessors.
+  EXPECT_FALSE(codegen::describe_row_fused(ir::make_plan(p, (s - max(s, 0)).node(), {}), 1));
+  Array odd = filled({4096, 2050});
+  k = fused(Array::empty({4096, 2050}, DType::f32), odd - max(odd, 0));
+  ASSERT_TRUE(k);
+  EXPECT_FALSE(k->strips);
+  Array square = filled({2048, 2048});
+  k = fused(Array::empty({2048, 2048}, DType::f32), square.T() - max(square.T(), 0));
+  ASSERT_TRUE(k);
+  EXPECT_FALSE(k->strips);
+  k = fused(Array::empty({2048, 2048}, DType::f32).T(), square - max(square, 0));
+  EXPECT_FALSE(k && k->strips);
+  Array wide = filled({4096, 4096});
+  k = fused(Array::empty({4096, 4096}, DType::f32), wide - max(wide, 0), 132);
+  ASSERT_TRUE(k);
+  EXPECT_TRUE(k->strips);  // 64 strips × 8 blocks
+  Array narrow = filled({4096, 1024});
+  k = fused(Array::empty({4096, 1024}, DType::f32), narrow - max(narrow, 0), 132);
+  ASSERT_TRUE(k);
+  EXPECT_FALSE(k->strips);  // 16 strips × 8 blocks: a lane a column instead
+}
+
 TEST(ExprCodegen, ColumnFusedPlansCompile) {
-  // A reduction along another axis than the last: a warp's lanes hold neighbouring columns.
-  Array s = filled({4096, 640});
-  Array p = Array::empty({4096, 640}, DType::f32);
+  // A reduction along another axis than the last, where the columns are not strips (width not a
+  // multiple of 4): a warp's lanes hold neighbouring columns.
+  Array s = filled({4096, 642});
+  Array p = Array::empty({4096, 642}, DType::f32);
   // 4096 / 32 = 128 warps a column: 8 blocks of 16 warps.
   EXPECT_TRUE(compile_fused(p, s - max(s, 0), 8, 8));
   // Without clusters a column is one block of at most 32 warps (1024 elements a warp's lane).
   EXPECT_FALSE(compile_fused(p, s - max(s, 0), 1));
-  Array tall = filled({1000, 96});
-  Array tall_out = Array::empty({1000, 96}, DType::f32);
+  Array tall = filled({1000, 95});
+  Array tall_out = Array::empty({1000, 95}, DType::f32);
   EXPECT_TRUE(compile_fused(tall_out, tall - max(tall, 0), 1, 1));
   EXPECT_TRUE(
       compile_fused(tall_out, exp(tall - max(tall, 0)) / sum(exp(tall - max(tall, 0)), 0), 8, 4));
   EXPECT_TRUE(compile_fused(
-      Array::empty({1000, 96}, DType::bf16),
+      Array::empty({1000, 95}, DType::bf16),
       (tall - mean(tall, 0)) / sqrt(mean(sqr(tall - mean(tall, 0)), 0) + 1e-5), 8, 4));
   EXPECT_TRUE(compile_fused(tall_out, tall * argmin(tall, 0) - min(tall, 0), 8, 4));
-  EXPECT_TRUE(compile_fused(Array::empty({1000, 96}, DType::flex16), tall - min(tall, 0), 8, 4));
+  EXPECT_TRUE(compile_fused(Array::empty({1000, 95}, DType::flex16), tall - min(tall, 0), 8, 4));
   // A middle axis of rank 3, and an operand read through a transposed view.
-  Array cube = filled({3, 300, 40});
-  EXPECT_TRUE(compile_fused(Array::empty({3, 300, 40}, DType::f32), cube - sum(cube, 1), 8, 2));
+  Array cube = filled({3, 300, 41});
+  EXPECT_TRUE(compile_fused(Array::empty({3, 300, 41}, DType::f32), cube - sum(cube, 1), 8, 2));
   Array sq = filled({64, 64});
   EXPECT_TRUE(compile_fused(Array::empty({64, 64}, DType::f32), sq.T() - max(sq.T(), 0), 8, 1));
   // Too few columns to fill the device's multiprocessors: the stage-by-stage kernels instead.

@@ -842,6 +842,43 @@ INSTANTIATE_TEST_SUITE_P(Table, ExprOps, ::testing::ValuesIn(all_cases()),
                            return info.param.name;
                          });
 
+// Column strips, a CUDA kernel (4 neighbouring columns a thread, held in registers and shared
+// memory; at least as many blocks as a device of 132 multiprocessors has): 8 blocks of 16
+// elements a thread, ragged columns and rows over 6 blocks, a middle axis with (value, index)
+// and double partials, f32 × bf16 operands, a flex16 output, a column in registers alone.
+std::vector<Case> strip_cases() {
+  std::vector<Case> c;
+  c.push_back(make("minus_column_max_strips", {in({4096, 1088})}, kReduce,
+                   [](const auto& x) { return x[0] - max(x[0], 0); }));
+  c.push_back(make(
+      "softmax_columns_strips_ragged", {in({3000, 2052}, uniform(-5, 5))}, kTrans,
+      [](const auto& x) { return exp(x[0] - max(x[0], 0)) / sum(exp(x[0] - max(x[0], 0)), 0); }));
+  c.push_back(make("argmin_and_mean_middle_axis_strips", {in({3, 600, 2048})}, kReduce,
+                   [](const auto& x) { return x[0] * argmin(x[0], 1) - mean(x[0], 1); }));
+  c.push_back(make("product_minus_column_max_strips",
+                   {in({2048, 1280}), in({2048, 1280}, uniform(-2, 2), DType::bf16)}, kReduce,
+                   [](const auto& x) { return x[0] * x[1] - max(x[0] * x[1], 0); }));
+  c.push_back(make(
+      "minus_column_min_strips_flex16", {in({2048, 2176}, uniform(-1, 1))}, kReduce,
+      [](const auto& x) { return x[0] - min(x[0], 0); }, to(DType::flex16, 1)));
+  c.push_back(make("minus_column_sum_strips_registers", {in({60, 8448})}, kReduce,
+                   [](const auto& x) { return x[0] - sum(x[0], 0); }));
+  return c;
+}
+
+class ExprStrips : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ExprStrips, MatchesFloat64Reference) {
+  // The CPU backend's column reductions are the table's; these shapes only add time there.
+  if (device().is_cpu()) GTEST_SKIP() << "column strips are a CUDA kernel";
+  run_case(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Strips, ExprStrips, ::testing::ValuesIn(strip_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
+
 // Names are how a failure is found again; a duplicate would make gtest refuse the whole table.
 TEST(ExprOpsTable, CaseNamesAreUniqueAndCoverEveryOp) {
   auto cases = all_cases();

@@ -307,6 +307,71 @@ __device__ __forceinline__ float broadcast_columns(float v) {
   return r;
 }
 
+// Column strips: a block's threads hold kV neighbouring columns each, kTpr threads across the
+// block's kTpr * kV columns and one row position of 32 a thread (kThreads = 32 * kTpr). Combines
+// the partials `acc` (one a column the thread holds) of each column over the 32 row positions in
+// a fixed tree order: column h of the block (h = tx * kV + v) is valid in thread h. Every thread
+// of the block calls it.
+template <class R, int kV, int kThreads, int kTpr>
+__device__ __forceinline__ typename R::Acc reduce_strip(const typename R::Acc (&acc)[kV]) {
+  static_assert(kThreads == 32 * kTpr, "a warp's lanes span a column's row positions");
+  constexpr int kHolders = kTpr * kV, kWarps = kThreads / 32;
+  __shared__ typename R::Acc part[kV][kThreads];
+  __shared__ typename R::Acc column[kHolders];
+  const int t = static_cast<int>(threadIdx.x), lane = t & 31, warp = t >> 5;
+#pragma unroll
+  for (int v = 0; v < kV; ++v) part[v][t] = acc[v];
+  __syncthreads();
+  for (int h = warp; h < kHolders; h += kWarps) {
+    // Lane l holds row position l of column h.
+    typename R::Acc x = part[h % kV][lane * kTpr + h / kV];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) x = R::combine(x, shfl_down(x, off, 32));
+    if (lane == 0) column[h] = x;
+  }
+  __syncthreads();
+  const typename R::Acc out = t < kHolders ? column[t] : R::identity();
+  __syncthreads();  // `part` and `column` are reused by the next reduction of this type
+  return out;
+}
+
+// Thread h < kTpr * kV's value `v` (column h of the block) in every thread holding that column:
+// out[v] is column tx * kV + v's. Every thread of the block calls it.
+template <class T, int kV, int kTpr>
+__device__ __forceinline__ void broadcast_strip(T v, T (&out)[kV]) {
+  __shared__ T column[kTpr * kV];
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < kTpr * kV) column[t] = v;
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < kV; ++e) out[e] = column[(t % kTpr) * kV + e];
+  __syncthreads();
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// Asynchronous copies of a 4-, 8- or 16-byte word from global into shared memory: the column
+// strips keep most of what they hold in shared memory, and these let every row of it be in
+// flight at once without passing through registers.
+template <class H>
+__device__ __forceinline__ void copy_async(H* shared, const void* global) {
+  static_assert(sizeof(H) == 4 || sizeof(H) == 8 || sizeof(H) == 16, "cp.async sizes");
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
+  if constexpr (sizeof(H) == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(global),
+                 "n"(static_cast<int>(sizeof(H)))
+                 : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// The calling thread's copies have landed (each thread reads back only its own words).
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+#endif
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // ---- clusters: blocks sharing a row exchange partials in distributed shared memory ------------
 // Every thread of every block of the cluster executes these (the .aligned forms).

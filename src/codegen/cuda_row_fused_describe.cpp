@@ -52,11 +52,69 @@ bool aligned(const void* data, DType dtype, const StridedLayout& row_space) {
   return true;
 }
 
+// Column strips read and write kRowFusedVector neighbouring columns (the row space's last axis)
+// as one vector: that axis contiguous, every other stride and the column's own a whole vector.
+bool strip_vectors(const void* data, DType dtype, const StridedLayout& l) {
+  const int rank = l.rank;
+  const auto size = static_cast<std::int64_t>(itemsize(dtype));
+  const std::int64_t align = kRowFusedVector * size;
+  if (align > 16 || l.strides[rank - 1] != 1 ||
+      reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(align) != 0)
+    return false;
+  for (int d = 0; d <= rank; ++d)  // index rank: the reduced axis's stride
+    if (d != rank - 1 && (l.strides[d] * size) % align != 0) return false;
+  return true;
+}
+
+// Holds the columns as strips (RowFusedKernel::strips) where they qualify: clusters on the
+// device, vectors for every column operand and the output, a column a cluster holds, and at
+// least a block a multiprocessor.
+bool describe_strips(RowFusedKernel& k, const std::vector<StridedLayout>& layouts,
+                     const std::vector<Array>& arrays, std::size_t stages, const Array& out,
+                     int max_cluster, int multiprocessors) {
+  const int rank = layouts[0].rank;
+  if (max_cluster < 2 || rank < 1 || layouts[0].shape[rank - 1] % kRowFusedVector != 0)
+    return false;
+  if (!strip_vectors(out.data(), out.dtype(), layouts[stages - 1])) return false;
+  int units = 0;
+  std::int64_t chunk_bytes = 0;  // a block's shared memory for one element of every column
+  for (std::size_t i = 0; i < arrays.size(); ++i) {
+    if (k.operand_info[i].access != Access::unit) continue;
+    if (!strip_vectors(arrays[i].data(), arrays[i].dtype(), layouts[stages + i])) return false;
+    ++units;
+    chunk_bytes +=
+        static_cast<std::int64_t>(kStripThreads * kRowFusedVector * itemsize(arrays[i].dtype()));
+  }
+  if (units == 0 || units > kStripRegisters / kRowFusedVector) return false;
+  const std::int64_t registers = kStripRegisters / kRowFusedVector / units;
+  const std::int64_t held = registers + kStripSharedBytes / chunk_bytes;  // elements a column
+  const std::int64_t positions = kStripThreads / kStripWidth;             // a block's rows a pass
+  const std::int64_t len = k.args.k;
+  const std::int64_t cluster = (len + positions * held - 1) / (positions * held);
+  if (cluster > max_cluster) return false;
+  const std::int64_t per_thread = (len + positions * cluster - 1) / (positions * cluster);
+  const std::int64_t columns_per_block = kStripWidth * kRowFusedVector;
+  if ((k.args.n + columns_per_block - 1) / columns_per_block * cluster < multiprocessors)
+    return false;
+  k.strips = true;
+  k.per_thread = static_cast<int>(per_thread);
+  k.strip_registers = static_cast<int>(std::min(registers, per_thread));
+  k.shared_bytes = static_cast<int>((per_thread - k.strip_registers) * chunk_bytes);
+  k.cluster = static_cast<int>(cluster);
+  k.block_x = kStripWidth;
+  k.block_threads = kStripThreads;
+  return true;
+}
+
 std::string make_key(const RowFusedKernel& k, const ir::Plan& plan) {
   using std::to_string;
-  std::string key = "rf1|" + std::string(k.columns ? "col" : "row") + "|P" +
-                    to_string(k.per_thread) + "|C" + to_string(k.cluster) + "|r" +
-                    to_string(k.args.rank) + (k.index64 ? "|i64|o" : "|i32|o");
+  std::string key = "rf1|" +
+                    std::string(k.strips    ? "strip"
+                                : k.columns ? "col"
+                                            : "row") +
+                    "|R" + to_string(k.strip_registers) + "|P" + to_string(k.per_thread) + "|C" +
+                    to_string(k.cluster) + "|r" + to_string(k.args.rank) +
+                    (k.index64 ? "|i64|o" : "|i32|o");
   for (const auto& o : k.operand_info) {
     key += dtype_name(o.dtype);
     key += ':';
@@ -235,29 +293,6 @@ std::optional<RowFusedKernel> describe_row_fused(const ir::Plan& plan, int max_c
                      ? kRowFusedRegisters
                      : std::max(kRowFusedVector, kRowFusedRegisters / row_operands /
                                                      kRowFusedVector * kRowFusedVector);
-  if (columns) {
-    // The warps a column needs: blocks of 8 warps where the device has clusters (several blocks
-    // a multiprocessor), wider blocks for columns 8 such blocks cannot hold; one block of up to
-    // 32 warps without clusters.
-    const std::int64_t warps = pow2_at_least((len + k.per_thread - 1) / k.per_thread);
-    const std::int64_t cluster = std::clamp<std::int64_t>(warps / 8, 1, max_cluster);
-    if (warps / cluster > kRowFusedMaxThreads / 32) return std::nullopt;
-    k.cluster = static_cast<int>(cluster);
-    k.block_x = 32;
-    k.block_threads = static_cast<int>(warps / cluster * 32);
-    // One block holds 32 columns: too few of them leave multiprocessors idle, where the
-    // stage-by-stage kernels split each column's reduction over blocks.
-    if ((rows + 31) / 32 * cluster < multiprocessors) return std::nullopt;
-  } else {
-    // A row longer than one block holds goes to a cluster of full blocks (one block a row
-    // measured faster than a cluster of smaller ones for rows one block holds).
-    const std::int64_t threads = pow2_at_least((len + k.per_thread - 1) / k.per_thread);
-    const std::int64_t blocks = (threads + kRowFusedMaxThreads - 1) / kRowFusedMaxThreads;
-    if (blocks > max_cluster) return std::nullopt;
-    k.cluster = static_cast<int>(blocks);
-    k.block_x = static_cast<int>(std::min<std::int64_t>(threads, kRowFusedMaxThreads));
-    k.block_threads = threads <= 32 ? 256 : k.block_x;  // short rows share a block
-  }
   k.columns = columns;
 
   // The row space: every axis but the reduced one, coalesced over targets and operands
@@ -302,11 +337,38 @@ std::optional<RowFusedKernel> describe_row_fused(const ir::Plan& plan, int max_c
   for (int d = 0; d < layouts[0].rank; ++d) k.args.shape[d] = layouts[0].shape[d];
   set_shape_dividers(k.args);
 
+  const bool strips = columns && describe_strips(k, layouts, arrays, stages.size(), out,
+                                                 max_cluster, multiprocessors);
+  if (columns && !strips) {
+    // The warps a column needs: blocks of 8 warps where the device has clusters (several blocks
+    // a multiprocessor), wider blocks for columns 8 such blocks cannot hold; one block of up to
+    // 32 warps without clusters.
+    const std::int64_t warps = pow2_at_least((len + k.per_thread - 1) / k.per_thread);
+    const std::int64_t cluster = std::clamp<std::int64_t>(warps / 8, 1, max_cluster);
+    if (warps / cluster > kRowFusedMaxThreads / 32) return std::nullopt;
+    k.cluster = static_cast<int>(cluster);
+    k.block_x = 32;
+    k.block_threads = static_cast<int>(warps / cluster * 32);
+    // One block holds 32 columns: too few of them leave multiprocessors idle, where the
+    // stage-by-stage kernels split each column's reduction over blocks.
+    if ((rows + 31) / 32 * cluster < multiprocessors) return std::nullopt;
+  } else if (!columns) {
+    // A row longer than one block holds goes to a cluster of full blocks (one block a row
+    // measured faster than a cluster of smaller ones for rows one block holds).
+    const std::int64_t threads = pow2_at_least((len + k.per_thread - 1) / k.per_thread);
+    const std::int64_t blocks = (threads + kRowFusedMaxThreads - 1) / kRowFusedMaxThreads;
+    if (blocks > max_cluster) return std::nullopt;
+    k.cluster = static_cast<int>(blocks);
+    k.block_x = static_cast<int>(std::min<std::int64_t>(threads, kRowFusedMaxThreads));
+    k.block_threads = threads <= 32 ? 256 : k.block_x;  // short rows share a block
+  }
+
   const std::size_t parameter_bytes = sizeof(ExprOperand) * (arrays.size() + stages.size()) +
                                       sizeof(float) * k.scalars.size() + sizeof(ExprArgs) +
                                       sizeof(void*);
   if (parameter_bytes > kMaxParameterBytes) return std::nullopt;
-  k.reuse = find_reuse(k, plan);
+  // Strips keep part of each column in shared memory as loaded: nothing is written back.
+  if (!k.strips) k.reuse = find_reuse(k, plan);
   k.key = make_key(k, plan);
   return k;
 }
@@ -315,8 +377,10 @@ RowFusedLaunch plan_row_fused_launch(const RowFusedKernel& k) {
   RowFusedLaunch l;
   l.args = k.args;
   // Rows: block_x threads a row, block_threads / block_x rows a block. Columns: 32 columns a
-  // block, one a lane.
-  const std::int64_t rows_per_block = k.columns ? 32 : k.block_threads / k.block_x;
+  // block, one a lane; strips: kStripWidth threads across, kRowFusedVector columns each.
+  const std::int64_t rows_per_block = k.strips    ? kStripWidth * kRowFusedVector
+                                      : k.columns ? 32
+                                                  : k.block_threads / k.block_x;
   l.shape.block_x = static_cast<unsigned>(k.block_x);
   l.shape.block_y = static_cast<unsigned>(k.block_threads / k.block_x);
   l.shape.grid_x =
@@ -325,6 +389,7 @@ RowFusedLaunch plan_row_fused_launch(const RowFusedKernel& k) {
   l.args.grid_x = l.shape.grid_x;
   l.args.vec = k.vector_ok ? 1 : 0;
   l.args.splits = 1;
+  l.shared_bytes = static_cast<unsigned>(k.shared_bytes);
   return l;
 }
 

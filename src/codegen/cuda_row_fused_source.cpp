@@ -50,6 +50,9 @@ class RowFusedGenerator {
     return p;
   }
   bool columns() const { return k_.columns; }
+  bool strips() const { return k_.strips; }
+  // Strips: chunks a thread holds in shared memory (after its strip_registers in registers).
+  int shared_chunks() const { return k_.per_thread - k_.strip_registers; }
   // The offset of the thread's element of chunk j (rows: element k) in the array whose row
   // offset is `base`. Columns: the thread's first element and the step between its chunks
   // (cq<base>, cj<base>, see column_steps) are computed once.
@@ -71,13 +74,28 @@ class RowFusedGenerator {
 
   void header() {
     emit_kernel_preamble(os_, "row-fused expression kernel", k_.key, k_.index64);
-    os_.line("constexpr int kP = ", k_.per_thread, ";  // row elements per thread");
-    os_.line("constexpr int kV = ", columns() ? 1 : kRowFusedVector,
-             ";  // elements per vector access");
-    os_.line("constexpr int kChunks = kP / kV;");
+    if (strips()) {
+      os_.line("constexpr int kP = ", k_.per_thread, ";  // elements a thread holds of a column");
+      os_.line("constexpr int kV = ", kRowFusedVector, ";  // neighbouring columns a thread holds");
+      os_.line("constexpr int kChunks = kP;");
+      os_.line("constexpr int kR = ", k_.strip_registers, ";  // of them in registers");
+      os_.line("constexpr int kThreads = ", kStripThreads, ";");
+      os_.line("constexpr int kTpr = ", kStripWidth, ";  // threads across the block's columns");
+    } else {
+      os_.line("constexpr int kP = ", k_.per_thread, ";  // row elements per thread");
+      os_.line("constexpr int kV = ", columns() ? 1 : kRowFusedVector,
+               ";  // elements per vector access");
+      os_.line("constexpr int kChunks = kP / kV;");
+    }
     os_.line("constexpr int kCluster = ", k_.cluster, ";  // blocks sharing a row");
     // Threads holding a block's partial of a reduction: one a row, one a column.
-    os_.line("constexpr int kHolders = ", columns() ? 32 : 1, ";");
+    os_.line("constexpr int kHolders = ", strips() ? "kTpr * kV" : columns() ? "32" : "1", ";");
+    if (strips() && shared_chunks() > 0)
+      for (int i = 0; i < n_ops_; ++i)
+        if (op(i).access == Access::unit) {
+          const char* type = device_type(op(i).dtype);
+          os_.line("struct __align__(kV * sizeof(", type, ")) Held", i, " { ", type, " e[kV]; };");
+        }
     for (int s = 0; s <= final_; ++s) {
       os_.line("typedef ", device_type(k_.stages[s].target_dtype), " Target", s, ";");
       if (k_.stages[s].reduce)
@@ -87,25 +105,33 @@ class RowFusedGenerator {
     os_.blank();
   }
 
-  // Operand i's value at register slot `slot` of the row (or its per-row value).
-  std::string value(int i, const std::string& slot) const {
+  // Operand i's value at element v of chunk j the thread holds (or its per-row value; strips:
+  // the value of the thread's column v).
+  std::string value(int i, const std::string& j, const std::string& v) const {
     switch (op(i).access) {
       case Access::unit:
-        return cat("rv", i, "[", slot, "]");
-      case Access::zero:
-        return op(i).temp_of >= 0 ? cat("tv", op(i).temp_of) : cat("z", i);
+        if (strips() && shared_chunks() > 0)
+          return cat("(", j, " < kR ? rv", i, "[(", j, " < kR ? ", j, " : 0) * kV + ", v, "] : ",
+                     load(i, cat("sh", i, "[(", j, " - kR) * kThreads + threadIdx.x].e[", v, "]")),
+                     ")");
+        return cat("rv", i, "[", j, " * kV + ", v, "]");
+      case Access::zero: {
+        const std::string name = op(i).temp_of >= 0 ? cat("tv", op(i).temp_of) : cat("z", i);
+        return strips() ? cat(name, "[", v, "]") : name;
+      }
       default:
         return cat("u", i);
     }
   }
 
   bool reads_kept(int stage) const { return k_.reuse && stage == final_; }
-  std::string x_init(int stage, const std::string& slot) const {
+  std::string x_init(int stage) const {
     const auto& ops = k_.stages[stage].operands;
     if (ops.empty() && !reads_kept(stage)) return "{0.0f}";
     std::string s = "{";
-    for (std::size_t q = 0; q < ops.size(); ++q) s += cat(q ? ", " : "", value(ops[q], slot));
-    if (reads_kept(stage)) s += cat(ops.empty() ? "" : ", ", value(k_.reuse->row_operand, slot));
+    for (std::size_t q = 0; q < ops.size(); ++q) s += cat(q ? ", " : "", value(ops[q], "j", "v"));
+    if (reads_kept(stage))
+      s += cat(ops.empty() ? "" : ", ", value(k_.reuse->row_operand, "j", "v"));
     return s + "}";
   }
   std::size_t x_count(int stage) const {
@@ -113,7 +139,12 @@ class RowFusedGenerator {
   }
 
   void kernel() {
-    if (columns()) {
+    if (strips()) {
+      os_.line("// kV neighbouring columns a thread (kTpr * kV a block), split over 32 row");
+      os_.line("// positions and the cluster's blocks: each thread holds kR elements of its");
+      os_.line("// columns in registers and the rest in shared memory, loaded once; every");
+      os_.line("// reduction runs over them and the last stage writes the columns.");
+    } else if (columns()) {
       os_.line("// A column per lane (32 neighbouring columns a block), split over the block's");
       os_.line("// warps and the cluster's blocks: the column operands are loaded into registers");
       os_.line("// once, every reduction runs over them, the last stage writes the column.");
@@ -121,10 +152,12 @@ class RowFusedGenerator {
       os_.line("// A row per bx threads (by rows per block): the row operands are loaded into");
       os_.line("// registers once, every reduction runs over them, the last stage writes the row.");
     }
-    // 64 registers a thread whatever the block's size.
+    // 64 registers a thread whatever the block's size (strips: two blocks a multiprocessor).
+    const std::string bounds =
+        strips() ? cat(kStripThreads, ", ", 1024 / kStripThreads) : cat(kRowFusedMaxThreads, ", 1");
     std::string sig = cat("FLEXKIT_KERNEL void ",
                           k_.cluster > 1 ? cat("__cluster_dims__(", k_.cluster, ", 1, 1) ") : "",
-                          "__launch_bounds__(", kRowFusedMaxThreads, ", 1) ", kRowFusedKernel, "(");
+                          "__launch_bounds__(", bounds, ") ", kRowFusedKernel, "(");
     for (int i = 0; i < n_ops_; ++i) sig += cat("ExprOperand o", i, ", ");
     for (int s = 0; s <= final_; ++s) sig += cat("ExprOperand t", s, ", ");
     if (n_scalars_ > 0) sig += "ScalarPack sp, ";
@@ -143,12 +176,28 @@ class RowFusedGenerator {
     for (int s = 0; s <= final_; ++s)
       os_.line("Target", s, "* pt", s, " = static_cast<Target", s, "*>(const_cast<void*>(t", s,
                ".data));");
+    if (strips() && shared_chunks() > 0) {
+      os_.line("extern __shared__ __align__(16) unsigned char held[];");
+      std::int64_t offset = 0;
+      for (int i = 0; i < n_ops_; ++i) {
+        if (op(i).access != Access::unit) continue;
+        os_.line("Held", i, "* const sh", i, " = reinterpret_cast<Held", i, "*>(held + ", offset,
+                 ");");
+        offset += static_cast<std::int64_t>(shared_chunks()) * kStripThreads * kRowFusedVector *
+                  static_cast<std::int64_t>(itemsize(op(i).dtype));
+      }
+    }
     if (flex_out())
       os_.line("StatsLocal st = {0, 0ull, 0ull};");
     else
       os_.line("(void)stats;");
     os_.line("const int rank = (int)blockIdx.x % kCluster;  // the block's place in its cluster");
-    if (columns()) {
+    if (strips()) {
+      os_.line("const int tx = (int)threadIdx.x % kTpr;");
+      os_.line("const int ty = (int)threadIdx.x / kTpr;  // the thread's row position");
+      os_.line("const int rx = rank * (kThreads / kTpr) + ty;  // its place in the column's");
+      os_.line("const int rbx = (kThreads / kTpr) * kCluster;  // threads of a column");
+    } else if (columns()) {
       os_.line("const int lane = (int)threadIdx.x & 31;");
       os_.line("const int warp = (int)threadIdx.x >> 5;");
       os_.line("const int warps = (int)blockDim.x >> 5;");
@@ -165,13 +214,27 @@ class RowFusedGenerator {
     os_.line("const Idx rows = (Idx)a.n;");
     os_.line("const Idx len = (Idx)a.k;");
     os_.line("const Idx row = (Idx)(blockIdx.x / kCluster) * (Idx)",
-             columns() ? "32 + (Idx)lane;" : "by + (Idx)ty;");
+             strips()    ? "(kTpr * kV) + (Idx)tx * kV;  // the first of the thread's columns"
+             : columns() ? "32 + (Idx)lane;"
+                         : "by + (Idx)ty;");
     os_.line("const bool active = row < rows;");
     unravel();
-    for (int i = 0; i < n_ops_; ++i)
-      if (op(i).access == Access::zero && op(i).temp_of < 0)
+    for (int i = 0; i < n_ops_; ++i) {
+      if (op(i).access != Access::zero || op(i).temp_of >= 0) continue;
+      if (!strips()) {
         os_.line("const float z", i, " = active ? ", load(i, cat("p", i, "[f", i, "]")),
                  " : 0.0f;");
+        continue;
+      }
+      // The thread's columns are neighbours along the row space's last axis.
+      os_.line("float z", i, "[kV];");
+      os_.line("#pragma unroll");
+      os_.line("for (int v = 0; v < kV; ++v)");
+      os_.line(
+          "  z", i, "[v] = active ? ",
+          load(i, cat("p", i, "[f", i, " + (Off)v * (Off)o", i, ".layout.strides[a.rank - 1]]")),
+          " : 0.0f;");
+    }
     if (columns()) {
       column_steps(cat("ft", final_), cat("t", final_));
       for (int i = 0; i < n_ops_; ++i)
@@ -179,7 +242,10 @@ class RowFusedGenerator {
     }
     // Where every chunk of every thread of the block (and cluster) is in range, the stages run
     // without a check per element: the common case of lengths that fill the threads exactly.
-    if (columns()) {
+    if (strips()) {
+      os_.line("const bool full = len == (Idx)kChunks * (Idx)rbx && ",
+               "(Idx)(blockIdx.x / kCluster + 1) * (Idx)(kTpr * kV) <= rows;");
+    } else if (columns()) {
       os_.line("const bool full = len == (Idx)kChunks * (Idx)rbx && ",
                "(Idx)(blockIdx.x / kCluster) * (Idx)32 + (Idx)32 <= rows;");
     } else {
@@ -224,7 +290,39 @@ class RowFusedGenerator {
       if (op(i).temp_of < 0 && op(i).access != Access::uniform) offset(cat("f", i), cat("o", i));
   }
 
+  // Strips: the chunks past kR go to shared memory by asynchronous copies, all issued before
+  // the register chunks are loaded; each thread waits for its own copies only.
+  void load_strips() {
+    const std::string in_range = full_ ? "" : "if (active && k < len) ";
+    for (int i = 0; i < n_ops_; ++i) {
+      if (op(i).access != Access::unit || shared_chunks() == 0) continue;
+      os_.line("#pragma unroll");
+      CodeStream::Scope chunks(os_, "for (int j = kR; j < kChunks; ++j)");
+      if (!full_) os_.line("const Idx k = (Idx)j * (Idx)rbx + (Idx)rx;");
+      os_.line(in_range, "copy_async(&sh", i, "[(j - kR) * kThreads + threadIdx.x], p", i, " + cq",
+               "f", i, " + (Off)j * cjf", i, ");");
+    }
+    if (shared_chunks() > 0) os_.line("copy_async_commit();");
+    for (int i = 0; i < n_ops_; ++i) {
+      if (op(i).access != Access::unit) continue;
+      const char* type = device_type(op(i).dtype);
+      os_.line("float rv", i, "[kR * kV];");
+      os_.line("#pragma unroll");
+      CodeStream::Scope chunks(os_, "for (int j = 0; j < kR; ++j)");
+      if (!full_) os_.line("const Idx k = (Idx)j * (Idx)rbx + (Idx)rx;");
+      os_.line(type, " raw[kV] = {};");
+      os_.line(in_range, "load_vector(p", i, " + cqf", i, " + (Off)j * cjf", i, ", raw);");
+      os_.line("#pragma unroll");
+      os_.line("for (int v = 0; v < kV; ++v) rv", i, "[j * kV + v] = ", load(i, "raw[v]"), ";");
+    }
+    if (shared_chunks() > 0) os_.line("copy_async_wait();");
+  }
+
   void load_rows() {
+    if (strips()) {
+      load_strips();
+      return;
+    }
     for (int i = 0; i < n_ops_; ++i) {
       if (op(i).access != Access::unit) continue;
       const char* type = device_type(op(i).dtype);
@@ -258,8 +356,59 @@ class RowFusedGenerator {
     }
   }
 
+  // Strips: stage s reduces each of the thread's kV columns, the block's row positions, then
+  // the cluster's blocks; tv<s>[v] is then what loading column v's stored temporary would give.
+  void reduction_strips(int s) {
+    const bool arg = *k_.stages[s].reduce == Op::argmax || *k_.stages[s].reduce == Op::argmin;
+    const DType dtype = k_.stages[s].target_dtype;
+    os_.line("Red", s, "::Acc acc", s, "[kV];");
+    os_.line("#pragma unroll");
+    os_.line("for (int v = 0; v < kV; ++v) acc", s, "[v] = Red", s, "::identity();");
+    os_.line("#pragma unroll");
+    {
+      CodeStream::Scope chunks(os_, "for (int j = 0; j < kChunks; ++j)");
+      os_.line("const Idx k = (Idx)j * (Idx)rbx + (Idx)rx;");
+      if (!full_) os_.line("if (!active || k >= len) continue;");
+      os_.line("#pragma unroll");
+      CodeStream::Scope lanes(os_, "for (int v = 0; v < kV; ++v)");
+      os_.line("const float x[", x_count(s), "] = ", x_init(s), ";");
+      os_.line("const float e = stage", s, "_body(x, s);");
+      os_.line("acc", s, "[v] = Red", s, "::combine(acc", s, "[v], Red", s,
+               "::element(e, (int64_t)k));");
+    }
+    // Thread h < kHolders holds column h of the block.
+    os_.line("Red", s, "::Acc col", s, " = reduce_strip<Red", s, ", kV, kThreads, kTpr>(acc", s,
+             ");");
+    if (k_.cluster > 1) {
+      os_.line("__shared__ Red", s, "::Acc part", s, "[kHolders];");
+      os_.line("col", s, " = reduce_cluster<Red", s, ">(col", s, ", part", s,
+               ", kCluster, kHolders);");
+      if (s + 1 == final_) os_.line("cluster_arrive();");
+    }
+    if (arg && dtype == DType::i32) {
+      os_.line("const Target", s, " raw", s, " = (int32_t)col", s, ".index;");
+    } else {
+      os_.line("const Target", s, " raw", s, " = ",
+               device_store(dtype, cat("Red", s, "::value(col", s, ", a.k)"), "0", "st"), ";");
+    }
+    os_.line("Target", s, " mine", s, "[kV];");
+    os_.line("broadcast_strip<Target", s, ", kV, kTpr>(raw", s, ", mine", s, ");");
+    os_.line("float tv", s, "[kV];");
+    os_.line("#pragma unroll");
+    {
+      CodeStream::Scope lanes(os_, "for (int v = 0; v < kV; ++v)");
+      os_.line("tv", s, "[v] = ", device_load(dtype, cat("mine", s, "[v]"), "0"), ";");
+      os_.line("if (ty == 0 && rank == 0 && active) pt", s, "[ft", s, " + (Off)v * (Off)t", s,
+               ".layout.strides[a.rank - 1]] = mine", s, "[v];");
+    }
+  }
+
   // Stage s reduces the row; tv<s> is then what loading its stored temporary would give.
   void reduction(int s) {
+    if (strips()) {
+      reduction_strips(s);
+      return;
+    }
     const bool arg = *k_.stages[s].reduce == Op::argmax || *k_.stages[s].reduce == Op::argmin;
     const DType dtype = k_.stages[s].target_dtype;
     os_.line("Red", s, "::Acc acc", s, " = Red", s, "::identity();");
@@ -270,10 +419,10 @@ class RowFusedGenerator {
       CodeStream::Scope lanes(os_, "for (int v = 0; v < kV; ++v)");
       os_.line("const Idx k = ((Idx)j * (Idx)rbx + (Idx)rx) * kV + (Idx)v;");
       if (!full_) os_.line("if (!active || k >= len) continue;");
-      os_.line("const float x[", x_count(s), "] = ", x_init(s, "j * kV + v"), ";");
+      os_.line("const float x[", x_count(s), "] = ", x_init(s), ";");
       os_.line("const float e = stage", s, "_body(x, s);");
       if (k_.reuse && k_.reuse->stage == s)  // kept for the last stage; the row is not read again
-        os_.line(value(k_.reuse->row_operand, "j * kV + v"), " = e;");
+        os_.line(value(k_.reuse->row_operand, "j", "v"), " = e;");
       os_.line("acc", s, " = Red", s, "::combine(acc", s, ", Red", s, "::element(e, (int64_t)k));");
     }
     if (columns())
@@ -305,6 +454,24 @@ class RowFusedGenerator {
 
   void final_stage() {
     const int f = final_;
+    if (strips()) {
+      os_.line("#pragma unroll");
+      CodeStream::Scope chunks(os_, "for (int j = 0; j < kChunks; ++j)");
+      if (!full_) os_.line("const Idx k = (Idx)j * (Idx)rbx + (Idx)rx;");
+      if (!full_) os_.line("if (!active || k >= len) continue;");
+      os_.line("Target", f, " w[kV];");
+      os_.line("#pragma unroll");
+      {
+        CodeStream::Scope lanes(os_, "for (int v = 0; v < kV; ++v)");
+        os_.line("const float x[", x_count(f), "] = ", x_init(f), ";");
+        os_.line("w[v] = ",
+                 device_store(k_.stages[f].target_dtype, cat("stage", f, "_body(x, s)"),
+                              cat("t", f, ".iwl"), "st"),
+                 ";");
+      }
+      os_.line("store_vector(pt", f, " + cqft", f, " + (Off)j * cjft", f, ", w);");
+      return;
+    }
     os_.line("#pragma unroll");
     CodeStream::Scope chunks(os_, "for (int j = 0; j < kChunks; ++j)");
     os_.line("const Idx k = ((Idx)j * (Idx)rbx + (Idx)rx) * kV;");
@@ -314,7 +481,7 @@ class RowFusedGenerator {
     {
       CodeStream::Scope lanes(os_, "for (int v = 0; v < kV; ++v)");
       if (!full_) os_.line("if (k + (Idx)v >= len) break;");
-      os_.line("const float x[", x_count(f), "] = ", x_init(f, "j * kV + v"), ";");
+      os_.line("const float x[", x_count(f), "] = ", x_init(f), ";");
       os_.line("w[v] = ",
                device_store(k_.stages[f].target_dtype, cat("stage", f, "_body(x, s)"),
                             cat("t", f, ".iwl"), "st"),

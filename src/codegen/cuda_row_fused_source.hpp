@@ -24,6 +24,15 @@ inline constexpr int kRowFusedMaxThreads = 1024;
 // distributed shared memory; a column, over a cluster of blocks of 8 warps or more. Blocks of a
 // cluster at most (the portable cluster size).
 inline constexpr int kRowFusedMaxCluster = 8;
+// Column strips (sm_90): where every column operand and the output are read and written as
+// vectors of kRowFusedVector neighbouring columns, a block of kStripThreads threads holds
+// kStripWidth * kRowFusedVector columns, kStripRegisters values a thread in registers and the
+// rest in up to kStripSharedBytes of shared memory (two blocks a multiprocessor), filled by
+// asynchronous copies: wider row segments and more bytes in flight than a lane a column.
+inline constexpr int kStripThreads = 512;
+inline constexpr int kStripWidth = 16;  // threads across a block's columns
+inline constexpr int kStripRegisters = 16;
+inline constexpr int kStripSharedBytes = 96 * 1024;
 
 struct RowFusedKernel {
   // One array the kernel reads, shared by every stage that reads it.
@@ -55,6 +64,12 @@ struct RowFusedKernel {
   // block's warps, then the cluster's blocks, split the column; each layout then carries the
   // reduced axis's stride at index args.rank).
   bool columns = false;
+  // Columns held as strips (see kStripThreads): each thread holds kRowFusedVector neighbouring
+  // columns, per_thread elements of each, the first strip_registers of them in registers and
+  // the rest in shared memory (shared_bytes a block).
+  bool strips = false;
+  int strip_registers = 0;
+  int shared_bytes = 0;
   int cluster = 1;  // blocks a row or column is split over (see kRowFusedMaxCluster)
   int block_x = 1;  // rows: threads of a row in a block; columns: 32
   int block_threads = 1;
@@ -83,6 +98,7 @@ std::string generate_row_fused_source(const RowFusedKernel& kernel, const ir::Pl
 struct RowFusedLaunch {
   ExprArgs args;
   LaunchShape shape;
+  unsigned shared_bytes = 0;  // dynamic shared memory a block
 };
 RowFusedLaunch plan_row_fused_launch(const RowFusedKernel& kernel);
 

@@ -313,7 +313,7 @@ bool run_row_fused(const ir::Plan& plan) {
   params.push_back(&launch.args);
   params.push_back(&stats_ptr);
   module->launch(codegen::kRowFusedKernel, blocks_of(launch.shape, codegen::kRowFusedKernel),
-                 launch.shape.block_x * launch.shape.block_y, params.data());
+                 launch.shape.block_x * launch.shape.block_y, params.data(), launch.shared_bytes);
   FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_row_fused");
   if (stats) read_stats(*stats, stream, out);
   return true;

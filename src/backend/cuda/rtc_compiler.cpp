@@ -99,21 +99,32 @@ RtcModule::~RtcModule() {
   if (library_) cudaLibraryUnload(static_cast<cudaLibrary_t>(library_));
 }
 
-void* RtcModule::kernel(const char* name) const {
+void* RtcModule::kernel(const char* name, unsigned shared_bytes) const {
+  // Up to 48 KiB needs no opt-in.
+  constexpr unsigned kDefaultShared = 48 * 1024;
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [known, handle] : kernels_)
-    if (known == name) return handle;
-  cudaKernel_t handle = nullptr;
-  FLEXKIT_CUDA_CHECK(cudaLibraryGetKernel(&handle, static_cast<cudaLibrary_t>(library_), name));
-  kernels_.emplace_back(name, handle);
-  return handle;
+  Kernel* found = nullptr;
+  for (Kernel& known : kernels_)
+    if (known.name == name) found = &known;
+  if (!found) {
+    cudaKernel_t handle = nullptr;
+    FLEXKIT_CUDA_CHECK(cudaLibraryGetKernel(&handle, static_cast<cudaLibrary_t>(library_), name));
+    found = &kernels_.emplace_back(Kernel{name, handle, kDefaultShared});
+  }
+  if (shared_bytes > found->shared_allowed) {
+    FLEXKIT_CUDA_CHECK(cudaKernelSetAttributeForDevice(static_cast<cudaKernel_t>(found->handle),
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(shared_bytes), device_));
+    found->shared_allowed = shared_bytes;
+  }
+  return found->handle;
 }
 
 void RtcModule::launch(const char* name, unsigned grid, unsigned block, void** args,
                        unsigned shared_bytes) const {
   DeviceGuard guard(device_);
   FLEXKIT_CUDA_CHECK(
-      cudaLaunchKernel(kernel(name), dim3(grid), dim3(block), args, shared_bytes,
+      cudaLaunchKernel(kernel(name, shared_bytes), dim3(grid), dim3(block), args, shared_bytes,
                        static_cast<cudaStream_t>(flexkit::cuda::current_stream(device_))));
 }
 

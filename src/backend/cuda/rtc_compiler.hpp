@@ -28,19 +28,26 @@ class RtcModule {
   RtcModule(const RtcModule&) = delete;
   RtcModule& operator=(const RtcModule&) = delete;
 
-  // Launches the extern "C" kernel `name` on the device's current stream.
+  // Launches the extern "C" kernel `name` on the device's current stream, with `shared_bytes`
+  // of dynamic shared memory a block (past 48 KiB, the kernel is allowed that much first).
   void launch(const char* name, unsigned grid, unsigned block, void** args,
               unsigned shared_bytes = 0) const;
 
  private:
-  // The handle of kernel `name`, asked of the library once (a launch is on every assignment's
-  // path, and the library's lookup by name costs more than the rest of the launch's host side).
-  void* kernel(const char* name) const;
+  struct Kernel {
+    std::string name;
+    void* handle;             // cudaKernel_t
+    unsigned shared_allowed;  // dynamic shared memory the kernel was allowed
+  };
+  // Kernel `name`, its handle asked of the library once (a launch is on every assignment's
+  // path, and the library's lookup by name costs more than the rest of the launch's host side),
+  // allowed at least `shared_bytes` of dynamic shared memory.
+  void* kernel(const char* name, unsigned shared_bytes) const;
 
   int device_;
   void* library_;  // cudaLibrary_t
   mutable std::mutex mutex_;
-  mutable std::vector<std::pair<std::string, void*>> kernels_;  // name, cudaKernel_t
+  mutable std::vector<Kernel> kernels_;
 };
 
 }  // namespace flexkit::backend::cuda
