@@ -338,6 +338,28 @@ TEST(ExprCodegen, ColumnStripsPlansCompile) {
   EXPECT_TRUE(compile_fused(Array::empty({3, 600, 2048}, DType::f32), cube - sum(cube, 1), 8, 2));
   Array flat = filled({1024, 2112});
   EXPECT_TRUE(compile_fused(Array::empty({1024, 2112}, DType::flex16), flat - min(flat, 0), 8, 2));
+  // Operand kinds beside the held columns: u8 and flex16 columns (4- and 8-byte copies), a row
+  // broadcast down the columns (a value a column), a single value, three column operands (one
+  // chunk each in registers).
+  Array x = filled({2048, 2048});
+  Array bytes = filled({2048, 2048}, DType::u8);
+  Array flex = filled({2048, 2048}, DType::flex16);
+  Array across = filled({1, 2048});
+  Array single = filled({1, 1});
+  Array out = Array::empty({2048, 2048}, DType::f32);
+  EXPECT_TRUE(compile_fused(out, x * bytes - max(x * bytes, 0), 8, 6));
+  // flex16: 8 bytes a chunk, 4 in registers and 24 in shared memory: 2048 over 3 blocks.
+  EXPECT_TRUE(compile_fused(out, flex - max(flex, 0) * across + single, 8, 3));
+  // Three operands, 7 bytes an element: 1 chunk in registers and 6 in shared memory.
+  Array x3 = x.index(":1024"), bytes3 = bytes.index(":1024"), flex3 = flex.index(":1024");
+  Array out3 = out.index(":1024");
+  k = fused(out3, x3 * bytes3 * flex3 - mean(x3 * bytes3 * flex3, 0));
+  ASSERT_TRUE(k && k->strips);
+  EXPECT_EQ(k->strip_registers, 1);
+  EXPECT_EQ(k->per_thread, 7);
+  EXPECT_TRUE(compile_fused(out3, x3 * bytes3 * flex3 - mean(x3 * bytes3 * flex3, 0), 8, 5));
+  EXPECT_TRUE(compile_fused(Array::empty({2048, 2048}, DType::bf16),
+                            where(eq(argmax(x, 0), 7.0), x, across) - sum(x, 0), 8, 4));
   // Not strips: no clusters, a width not a multiple of 4, an output or operand that is not a
   // vector of neighbouring columns, fewer blocks than multiprocessors.
   EXPECT_FALSE(codegen::describe_row_fused(ir::make_plan(p, (s - max(s, 0)).node(), {}), 1));
