@@ -39,6 +39,7 @@ class DeviceGuard {
 
  private:
   int previous_ = -1;
+  bool changed_ = false;
 };
 
 }  // namespace flexkit::backend::cuda

@@ -242,8 +242,15 @@ std::shared_ptr<const RtcModule> KernelCache::get(int device, const std::string&
 }
 
 flexkit::cuda::KernelCacheStats KernelCache::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  flexkit::cuda::KernelCacheStats s;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    s = stats_;
+  }
+  const std::uint64_t reuses = reuses_.load(std::memory_order_relaxed);
+  s.memory_hits += reuses;
+  s.assignment_reuses += reuses;
+  return s;
 }
 
 std::shared_ptr<const RtcModule> KernelCache::loaded(int device, const std::string& key) {
@@ -254,9 +261,7 @@ std::shared_ptr<const RtcModule> KernelCache::loaded(int device, const std::stri
 }
 
 void KernelCache::count_reuse() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.memory_hits;
-  ++stats_.assignment_reuses;
+  reuses_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void KernelCache::clear_memory() {

@@ -60,6 +60,8 @@ class KernelCache {
 
   KernelCache() = default;
   std::atomic<std::uint64_t> generation_{0};  // how many times clear_memory() ran
+  // Counted apart from stats_ and without its lock: a reuse is on every warm call's path.
+  std::atomic<std::uint64_t> reuses_{0};
   const std::string& arch_of(int device);
   // With the lock held. Counts compiles and corrupt files; disk hits are counted by the caller
   // once the bytes are known to load. `reject_disk` treats an existing file as corrupt.

@@ -123,9 +123,14 @@ void* RtcModule::kernel(const char* name, unsigned shared_bytes) const {
 void RtcModule::launch(const char* name, unsigned grid, unsigned block, void** args,
                        unsigned shared_bytes) const {
   DeviceGuard guard(device_);
-  FLEXKIT_CUDA_CHECK(
-      cudaLaunchKernel(kernel(name, shared_bytes), dim3(grid), dim3(block), args, shared_bytes,
-                       static_cast<cudaStream_t>(flexkit::cuda::current_stream(device_))));
+  launch_kernel(kernel(name, shared_bytes), grid, block, args, shared_bytes,
+                flexkit::cuda::current_stream(device_));
+}
+
+void launch_kernel(void* kernel, unsigned grid, unsigned block, void** args, unsigned shared_bytes,
+                   void* stream) {
+  FLEXKIT_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(block), args, shared_bytes,
+                                      static_cast<cudaStream_t>(stream)));
 }
 
 }  // namespace flexkit::backend::cuda

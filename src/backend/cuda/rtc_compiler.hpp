@@ -33,21 +33,29 @@ class RtcModule {
   void launch(const char* name, unsigned grid, unsigned block, void** args,
               unsigned shared_bytes = 0) const;
 
+  // Kernel `name` (a cudaKernel_t), its handle asked of the library once (a launch is on every
+  // assignment's path, and the library's lookup by name costs more than the rest of the
+  // launch's host side), allowed at least `shared_bytes` of dynamic shared memory. Valid while
+  // the module lives; launch it with launch_kernel.
+  void* kernel(const char* name, unsigned shared_bytes) const;
+
  private:
   struct Kernel {
     std::string name;
     void* handle;             // cudaKernel_t
     unsigned shared_allowed;  // dynamic shared memory the kernel was allowed
   };
-  // Kernel `name`, its handle asked of the library once (a launch is on every assignment's
-  // path, and the library's lookup by name costs more than the rest of the launch's host side),
-  // allowed at least `shared_bytes` of dynamic shared memory.
-  void* kernel(const char* name, unsigned shared_bytes) const;
 
   int device_;
   void* library_;  // cudaLibrary_t
   mutable std::mutex mutex_;
   mutable std::vector<Kernel> kernels_;
 };
+
+// Launches a kernel handle from RtcModule::kernel (allowed `shared_bytes`) on `stream`. The
+// caller has made the module's device current: the warm paths that use it hold a DeviceGuard
+// and the stream already, and a launch is mostly the runtime's own time.
+void launch_kernel(void* kernel, unsigned grid, unsigned block, void** args, unsigned shared_bytes,
+                   void* stream);
 
 }  // namespace flexkit::backend::cuda

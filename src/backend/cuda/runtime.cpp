@@ -21,12 +21,16 @@ void throw_cuda_error(cudaError_t status, const char* statement, const char* fil
 
 DeviceGuard::DeviceGuard(int device) {
   FLEXKIT_CUDA_CHECK(cudaGetDevice(&previous_));
-  if (previous_ != device) FLEXKIT_CUDA_CHECK(cudaSetDevice(device));
+  if (previous_ != device) {
+    FLEXKIT_CUDA_CHECK(cudaSetDevice(device));
+    changed_ = true;
+  }
 }
 
+// Guards nest and each restores what it changed, so one that changed nothing has nothing to
+// restore (and asks the runtime nothing: a guard is on every launch's path).
 DeviceGuard::~DeviceGuard() {
-  int now = -1;
-  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+  if (changed_) cudaSetDevice(previous_);
 }
 
 }  // namespace flexkit::backend::cuda
