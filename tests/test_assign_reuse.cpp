@@ -74,10 +74,20 @@ TEST(AssignSignature, DiffersWhereThePlanWould) {
   EXPECT_NE(base, words_of(out_t, a * b + 2.0 * c)) << "another output layout";
 }
 
+TEST(AssignSignature, ReductionsByOpAndAxis) {
+  const Array a = host({8, 12}, 1), x = host({8, 12}, 2);
+  Array out = Array::empty({8, 12}, DType::f32);
+  const auto base = words_of(out, a - max(a, 1));
+  EXPECT_EQ(base, words_of(out, x - max(x, 1)));
+  EXPECT_NE(base, words_of(out, a - min(a, 1))) << "another reduction";
+  EXPECT_NE(base, words_of(out, a - max(a, 0))) << "another axis";
+  EXPECT_NE(base, words_of(out, a - max(x, 1))) << "another leaf reduced";
+  EXPECT_NE(base, words_of(out, Expr(out) - max(out, 1))) << "out read in place";
+}
+
 TEST(AssignSignature, LeavesWhatItDoesNotCoverToThePlanner) {
   const Array a = host({8, 12}, 1), b = host({8, 12}, 2);
   Array out = Array::empty({8, 12}, DType::f32);
-  EXPECT_FALSE(signs(out, a - max(a, 1))) << "a reduction needs a temporary";
   EXPECT_FALSE(signs(out, Expr(out.T().T()) + out.index("::-1, :"))) << "another view of out";
   EXPECT_TRUE(signs(out, Expr(out) * 2.0 + b)) << "out's own view is read in place";
   Array flex = Array::zeros({8, 12}, DType::flex16);
@@ -239,6 +249,114 @@ TEST(AssignReuse, NarrowOperandsAndStochasticFlex16Writes) {
         }
       },
       "flex16 w - lr*bf16*u8, stochastic");
+}
+
+// Softmax over rows of 300 (one fused kernel on CUDA, its temporaries new each call), with
+// another scale each call.
+TEST(AssignReuse, FusedSoftmaxNewDataAndScalarEachCall) {
+  constexpr std::int64_t kRows = 37, kCols = 300;
+  const double scale[2] = {1.0, 0.5};
+  std::vector<Array> x;
+  for (unsigned k = 0; k < 2; ++k)
+    x.push_back(test::uniform_array({kRows, kCols}, 100 + k, -4.0f, 4.0f));
+  expect_reuse_matches_full_path(
+      {kRows, kCols}, DType::f32,
+      [&](int k, Array& out) {
+        const Expr z = (x[k] - max(x[k], 1)) * scale[k];
+        assign(out, exp(z) / sum(exp(z), 1));
+      },
+      [&](int k, const Array& out) {
+        const auto v = x[k].to_doubles();
+        std::vector<double> want(v.size());
+        for (std::int64_t r = 0; r < kRows; ++r) {
+          double m = v[r * kCols], total = 0;
+          for (std::int64_t c = 1; c < kCols; ++c) m = std::max(m, v[r * kCols + c]);
+          for (std::int64_t c = 0; c < kCols; ++c)
+            total += want[r * kCols + c] = std::exp((v[r * kCols + c] - m) * scale[k]);
+          for (std::int64_t c = 0; c < kCols; ++c) want[r * kCols + c] /= total;
+        }
+        expect_near_all(out, want, 1e-5);
+      },
+      "softmax over rows");
+}
+
+// A column mean subtracted (the reduced axis not the last): a lane a column (a width that is not
+// a multiple of 4), and 4 neighbouring columns a thread held as strips. Both shapes have columns
+// enough to fill any device, so both fuse on CUDA.
+TEST(AssignReuse, FusedColumnMeanSubtracted) {
+  for (const Shape& shape : {Shape{300, 8194}, Shape{1024, 8192}}) {
+    const std::int64_t rows = shape[0], cols = shape[1];
+    SCOPED_TRACE(testing::Message() << rows << " x " << cols);
+    std::vector<Array> x;
+    for (unsigned k = 0; k < 2; ++k) x.push_back(test::uniform_array(shape, 110 + k, -2.0f, 2.0f));
+    Array out = Array::zeros(shape, DType::f32, device());
+    for (int k = 0; k < 2; ++k) {
+      const std::uint64_t before = reuses();
+      assign(out, x[k] - mean(x[k], 0));
+      if (device().is_cuda() && k == 1) {
+        EXPECT_EQ(reuses(), before + 1) << "the kept description was not used";
+      }
+      const auto v = x[k].to_doubles();
+      std::vector<double> want(v.size());
+      for (std::int64_t c = 0; c < cols; ++c) {
+        double total = 0;
+        for (std::int64_t r = 0; r < rows; ++r) total += v[r * cols + c];
+        for (std::int64_t r = 0; r < rows; ++r) want[r * cols + c] = v[r * cols + c] - total / rows;
+      }
+      expect_near_all(out, want, 1e-5);
+    }
+  }
+}
+
+TEST(AssignReuse, FusedRowMaxSubtractedInPlace) {
+  constexpr std::int64_t kRows = 20, kCols = 513;
+  const Array start = test::uniform_array({kRows, kCols}, 120, -3.0f, 3.0f);
+  std::vector<double> state = start.to_doubles();
+  expect_reuse_matches_full_path(
+      {kRows, kCols}, DType::f32,
+      [&](int k, Array& out) {
+        if (k == 0) out.assign(start);
+        assign(out, (Expr(out) - max(out, 1)) * 2.0 + 1.0);
+      },
+      [&](int, const Array& out) {
+        for (std::int64_t r = 0; r < kRows; ++r) {
+          double m = state[r * kCols];
+          for (std::int64_t c = 1; c < kCols; ++c) m = std::max(m, state[r * kCols + c]);
+          for (std::int64_t c = 0; c < kCols; ++c)
+            state[r * kCols + c] = (state[r * kCols + c] - m) * 2.0 + 1.0;
+        }
+        expect_near_all(out, state, 1e-6);
+      },
+      "out = (out - max(out, 1)) * 2 + 1");
+}
+
+TEST(AssignReuse, FusedIntoFlex16AtTheCallsExponent) {
+  constexpr std::int64_t kRows = 16, kCols = 1000;
+  std::vector<Array> x;
+  for (unsigned k = 0; k < 2; ++k)
+    x.push_back(test::uniform_array({kRows, kCols}, 130 + k, -1.0f, 1.0f));
+  const int out_iwl[2] = {1, 2};
+  expect_reuse_matches_full_path(
+      {kRows, kCols}, DType::flex16,
+      [&](int k, Array& out) {
+        assign(out, exp(x[k] - max(x[k], 1)), {.iwl_policy = IwlPolicy::fixed, .iwl = out_iwl[k]});
+      },
+      [&](int k, const Array& out) {
+        EXPECT_EQ(out.iwl(), out_iwl[k]);
+        const auto v = x[k].to_doubles();
+        const auto got = out.to_doubles();
+        const double step = std::ldexp(1.0, out_iwl[k] - 15);
+        for (std::int64_t r = 0; r < kRows; ++r) {
+          double m = v[r * kCols];
+          for (std::int64_t c = 1; c < kCols; ++c) m = std::max(m, v[r * kCols + c]);
+          for (std::int64_t c = 0; c < kCols; ++c) {
+            const double want = std::exp(v[r * kCols + c] - m);
+            ASSERT_LE(std::abs(got[r * kCols + c] - want), step * 0.5 + 1e-6 * want)
+                << "element " << r * kCols + c;
+          }
+        }
+      },
+      "flex16 exp(x - max(x, 1))");
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ void memcpy_bytes(Device, void*, Device, const void*, std::size_t) {
 void run_stage(const ir::Stage&) {
   unavailable("expression on cuda");
 }
-bool run_row_fused(const ir::Plan&) {
+bool run_row_fused(const ir::Plan&, const ir::AssignSignature*) {
   return false;
 }
 std::shared_ptr<const CachedAssignment> find_assignment(const ir::AssignSignature&) {

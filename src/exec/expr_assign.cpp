@@ -147,7 +147,8 @@ void assign(const Array& out, const Expr& e, const AssignOptions& options) {
   }
   // On CUDA, row-local plans (softmax, x - max(x, -1), ...) run as one kernel reading each row
   // once; anything else runs stage by stage.
-  if (!(out.device().is_cuda() && backend::cuda::run_row_fused(plan))) {
+  if (!(out.device().is_cuda() &&
+        backend::cuda::run_row_fused(plan, signed_call ? &signature : nullptr))) {
     for (const ir::Stage& stage : plan.stages) {
       if (stage.target.dtype() == DType::flex16 && stage.iwl_policy == IwlPolicy::exact &&
           stage.target.shares_storage(out))

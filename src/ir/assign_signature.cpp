@@ -47,7 +47,7 @@ class Signer {
       w.push_back(slot);
       return true;
     }
-    if (op_info(node.op).kind == OpKind::reduction) return false;
+    if (op_info(node.op).kind == OpKind::reduction) w.push_back(node.axis);
     w.push_back(static_cast<std::int64_t>(node.args.size()));
     for (const NodePtr& a : node.args)
       if (!walk(*a)) return false;
@@ -92,7 +92,10 @@ bool sign_assignment(const Array& out, const NodePtr& root, const AssignOptions&
   s.words.push_back(device.index);
   put_layout(s.words, out);
   s.words.push_back(flex && options.rounding == Rounding::stochastic);
-  return Signer(out, s).walk(*root);
+  if (!Signer(out, s).walk(*root)) return false;
+  // Whether out is read decides whether a fused plan may run in place.
+  s.words.push_back(s.reads_out);
+  return true;
 }
 
 }  // namespace flexkit::ir

@@ -73,7 +73,9 @@ namespace {
 
 // Launches a described stage: its main kernel, and the combine kernel of a split reduction.
 // `target`, `operands` and `scalars` are the run-time values the description's key leaves out.
-void launch_described(const RtcModule& module, const codegen::ExprKernel& kernel,
+// `main_kernel`: the main kernel's handle when the caller kept it (else it is asked of the
+// module). The caller has made the device current.
+void launch_described(const RtcModule& module, void* main_kernel, const codegen::ExprKernel& kernel,
                       codegen::ExprOperand target, std::span<codegen::ExprOperand> operands,
                       std::span<float> scalars, codegen::ExprLaunch& launch,
                       const Array& target_array) {
@@ -120,16 +122,17 @@ void launch_described(const RtcModule& module, const codegen::ExprKernel& kernel
   params[count++] = &launch.args;
   params[count++] = &partial_ptr;
   params[count++] = &stats_ptr;
-  module.launch(codegen::kMainKernel, blocks_of(launch.main, codegen::kMainKernel),
-                launch.main.block_x * launch.main.block_y, params, launch.main.shared_bytes);
-  FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_expr_main");
+  if (!main_kernel) main_kernel = module.kernel(codegen::kMainKernel, launch.main.shared_bytes);
+  launch_kernel(main_kernel, blocks_of(launch.main, codegen::kMainKernel),
+                launch.main.block_x * launch.main.block_y, params, launch.main.shared_bytes,
+                stream);
 
   if (launch.args.splits > 1) {
     void* combine_params[] = {&target, &partial_ptr, &launch.combine_args, &stats_ptr};
-    module.launch(codegen::kCombineKernel, blocks_of(launch.combine, codegen::kCombineKernel),
+    launch_kernel(module.kernel(codegen::kCombineKernel, launch.combine.shared_bytes),
+                  blocks_of(launch.combine, codegen::kCombineKernel),
                   launch.combine.block_x * launch.combine.block_y, combine_params,
-                  launch.combine.shared_bytes);
-    FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_expr_combine");
+                  launch.combine.shared_bytes, stream);
   }
 
   if (stats) read_stats(*stats, stream, target_array);
@@ -155,17 +158,30 @@ void run_stage(const ir::Stage& stage) {
   std::shared_ptr<const RtcModule> module = KernelCache::instance().get(
       device, kernel.key, [&] { return codegen::generate_source(kernel, stage.body); });
   codegen::ExprLaunch launch = codegen::plan_launch(kernel, multiprocessors(device));
-  launch_described(*module, kernel, kernel.target, kernel.operands, kernel.scalars, launch, target);
+  launch_described(*module, nullptr, kernel, kernel.target, kernel.operands, kernel.scalars, launch,
+                   target);
 }
 
 // ---- assignments described once ----------------------------------------------------------------
 
 // What an assignment of one signature was described as: its single stage's kernel description
-// (with the first call's pointers), launch and program.
+// (with the first call's pointers) and launch, or its row-fused description and launch with
+// where each pointer and scalar of a later call comes from.
 struct CachedAssignment {
   codegen::ExprKernel kernel;
   codegen::ExprLaunch launch;
+  struct Fused {
+    codegen::RowFusedKernel kernel;
+    codegen::RowFusedLaunch launch;
+    // Per fused operand: the signature's operand it reads, or -1 - s for stage s's temporary.
+    std::vector<int> operand_source;
+    std::vector<int> scalar_source;         // per fused scalar: the signature's scalar
+    std::vector<std::size_t> temp_offsets;  // per stage but the last, in one scratch block
+    std::size_t temp_bytes = 0;
+  };
+  std::optional<Fused> fused;
   std::shared_ptr<const RtcModule> module;
+  void* main_kernel = nullptr;   // the module's main kernel, asked for once
   std::uint64_t generation = 0;  // the kernel cache's, when the module was taken
 };
 
@@ -249,11 +265,21 @@ void remember_assignment(const ir::AssignSignature& signature, const ir::Plan& p
   if (!entry->module) return;
   entry->launch = codegen::plan_launch(entry->kernel, multiprocessors(device));
   if (entry->launch.args.splits != 1 || entry->launch.partials != 0) return;
+  entry->main_kernel = entry->module->kernel(codegen::kMainKernel, entry->launch.main.shared_bytes);
   AssignmentCache::instance().add(signature.words, std::move(entry));
 }
 
+namespace {
+void run_fused_assignment(const CachedAssignment& cached, const ir::AssignSignature& signature,
+                          const Array& out);
+}  // namespace
+
 void run_assignment(const CachedAssignment& cached, const ir::AssignSignature& signature,
                     const Array& out, std::uint64_t seed) {
+  if (cached.fused) {
+    run_fused_assignment(cached, signature, out);
+    return;
+  }
   const codegen::ExprKernel& kernel = cached.kernel;
   codegen::ExprOperand target = kernel.target;
   target.data = out.data();
@@ -276,11 +302,147 @@ void run_assignment(const CachedAssignment& cached, const ir::AssignSignature& s
   const int device = out.device().index;
   DeviceGuard guard(device);
   KernelCache::instance().count_reuse();
-  launch_described(*cached.module, kernel, target, std::span(operands, n),
+  launch_described(*cached.module, cached.main_kernel, kernel, target, std::span(operands, n),
                    std::span(scalars, signature.scalars.size()), launch, out);
 }
 
-bool run_row_fused(const ir::Plan& plan) {
+namespace {
+
+// Launches a row-fused kernel with the call's operands, targets and scalars. The caller has
+// made the device current.
+void launch_row_fused(void* handle, std::span<codegen::ExprOperand> operands,
+                      std::span<codegen::ExprOperand> targets, std::span<float> scalars,
+                      codegen::RowFusedLaunch& launch, const Array& out) {
+  const int device = out.device().index;
+  void* stream = flexkit::cuda::current_stream(device);
+  std::optional<ExprStatsRecords> stats = stats_record(out);
+  void* stats_ptr = stats ? stats->records() : nullptr;
+  // Parameters in the order of the generated signature: operands, targets, [scalars], args,
+  // stats.
+  constexpr std::size_t kMaxParams = 64;  // past the parameter space's 4 KiB of descriptors
+  if (operands.size() + targets.size() + 3 > kMaxParams)
+    throw UnsupportedError(cat("expression on cuda: a fused kernel of ", operands.size(),
+                               " operands and ", targets.size(), " targets"));
+  void* params[kMaxParams];
+  std::size_t count = 0;
+  for (codegen::ExprOperand& o : operands) params[count++] = &o;
+  for (codegen::ExprOperand& t : targets) params[count++] = &t;
+  if (!scalars.empty()) params[count++] = scalars.data();
+  params[count++] = &launch.args;
+  params[count++] = &stats_ptr;
+  launch_kernel(handle, blocks_of(launch.shape, codegen::kRowFusedKernel),
+                launch.shape.block_x * launch.shape.block_y, params, launch.shared_bytes, stream);
+  if (stats) read_stats(*stats, static_cast<cudaStream_t>(stream), out);
+}
+
+// Keeps a row-fused plan's description under the assignment's signature when every pointer and
+// scalar of a later call can be bound from the signature alone: each operand is one signature
+// leaf (by its data and dtype) or a stage's temporary, each scalar one of its values.
+void remember_row_fused(const ir::AssignSignature& signature, const ir::Plan& plan,
+                        const codegen::RowFusedKernel& kernel,
+                        std::shared_ptr<const RtcModule> module, void* handle,
+                        const codegen::RowFusedLaunch& launch) {
+  // What run_fused_assignment's fixed arrays hold.
+  constexpr std::size_t kMaxScalars = codegen::kMaxParameterBytes / sizeof(float);
+  constexpr std::size_t kMaxOperands = codegen::kMaxParameterBytes / sizeof(codegen::ExprOperand);
+  if (kernel.scalars.size() > kMaxScalars || kernel.operands.size() > kMaxOperands ||
+      kernel.targets.size() > kMaxOperands)
+    return;
+  CachedAssignment::Fused fused{kernel, launch, {}, {}, {}, 0};
+  const std::size_t temps = plan.stages.size() - 1;
+  for (std::size_t t = 0; t < temps; ++t) {
+    const Array& temp = plan.stages[t].target;
+    if (!temp.is_contiguous() || temp.data() != kernel.targets[t].data) return;
+    fused.temp_offsets.push_back(fused.temp_bytes);
+    const std::size_t bytes = static_cast<std::size_t>(temp.size()) * itemsize(temp.dtype());
+    fused.temp_bytes += (bytes + 255) / 256 * 256;
+  }
+  if (kernel.targets.back().data != plan.stages.back().target.data()) return;
+  for (std::size_t i = 0; i < kernel.operands.size(); ++i) {
+    const void* data = kernel.operands[i].data;
+    int source = -1;
+    int matches = 0;
+    for (std::size_t t = 0; t < temps; ++t) {
+      if (plan.stages[t].target.data() != data) continue;
+      source = -1 - static_cast<int>(t);
+      ++matches;
+    }
+    for (std::size_t j = 0; j < signature.operands.size(); ++j) {
+      const Array& a = *signature.operands[j];
+      if (a.data() != data || a.dtype() != kernel.operand_info[i].dtype) continue;
+      source = static_cast<int>(j);
+      ++matches;
+    }
+    if (matches != 1) return;  // none, or two views at one address: not bindable later
+    fused.operand_source.push_back(source);
+  }
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const std::vector<double>& values = plan.stages[s].body.scalars;
+    for (std::size_t q = 0; q < values.size(); ++q) {
+      const std::size_t slot = static_cast<std::size_t>(kernel.stages[s].scalar_offset) + q;
+      if (slot != fused.scalar_source.size()) return;
+      int source = -1;
+      for (std::size_t j = 0; j < signature.scalars.size() && source < 0; ++j)
+        if (same_bits(signature.scalars[j], values[q])) source = static_cast<int>(j);
+      if (source < 0) return;
+      fused.scalar_source.push_back(source);
+    }
+  }
+  if (fused.scalar_source.size() != kernel.scalars.size()) return;
+  auto entry = std::make_shared<CachedAssignment>();
+  entry->generation = KernelCache::instance().generation();
+  entry->fused = std::move(fused);
+  entry->module = std::move(module);
+  entry->main_kernel = handle;
+  AssignmentCache::instance().add(signature.words, std::move(entry));
+}
+
+// A kept row-fused description run with the call's pointers, exponents and scalars.
+void run_fused_assignment(const CachedAssignment& cached, const ir::AssignSignature& signature,
+                          const Array& out) {
+  const CachedAssignment::Fused& f = *cached.fused;
+  const codegen::RowFusedKernel& kernel = f.kernel;
+  const int device = out.device().index;
+  DeviceGuard guard(device);
+  Scratch temps(device, f.temp_bytes);
+  auto temp = [&](std::size_t t) {
+    return static_cast<unsigned char*>(temps.get()) + f.temp_offsets[t];
+  };
+  constexpr std::size_t kMax = codegen::kMaxParameterBytes / sizeof(codegen::ExprOperand);
+  codegen::ExprOperand operands[kMax];
+  codegen::ExprOperand targets[kMax];
+  float scalars[codegen::kMaxParameterBytes / sizeof(float)];
+  const std::size_t n = kernel.operands.size(), stages = kernel.targets.size();  // <= kMax
+  for (std::size_t i = 0; i < n; ++i) {
+    operands[i] = kernel.operands[i];
+    const int source = f.operand_source[i];
+    if (source < 0) {
+      operands[i].data = temp(static_cast<std::size_t>(-1 - source));
+      continue;
+    }
+    const Array& a = *signature.operands[static_cast<std::size_t>(source)];
+    operands[i].data = a.data();
+    operands[i].iwl = a.dtype() == DType::flex16 ? a.iwl() : 0;
+  }
+  for (std::size_t s = 0; s + 1 < stages; ++s) {
+    targets[s] = kernel.targets[s];
+    targets[s].data = temp(s);
+  }
+  targets[stages - 1] = kernel.targets[stages - 1];
+  targets[stages - 1].data = out.data();
+  targets[stages - 1].iwl = out.dtype() == DType::flex16 ? out.iwl() : 0;
+  for (std::size_t j = 0; j < f.scalar_source.size(); ++j)
+    scalars[j] =
+        static_cast<float>(signature.scalars[static_cast<std::size_t>(f.scalar_source[j])]);
+  codegen::RowFusedLaunch launch = f.launch;
+  KernelCache::instance().count_reuse();
+  launch_row_fused(cached.main_kernel, std::span(operands, n), std::span(targets, stages),
+                   std::span(scalars, f.scalar_source.size()), launch, out);
+}
+
+}  // namespace
+
+bool run_row_fused(const ir::Plan& plan, const ir::AssignSignature* signature) {
   if (plan.stages.size() < 2) return false;
   const Array& out = plan.stages.back().target;
   if (!out.defined() || !out.device().is_cuda() || !out.writable()) return false;
@@ -300,22 +462,10 @@ bool run_row_fused(const ir::Plan& plan) {
   std::shared_ptr<const RtcModule> module = KernelCache::instance().get(
       device, kernel->key, [&] { return codegen::generate_row_fused_source(*kernel, plan); });
   codegen::RowFusedLaunch launch = codegen::plan_row_fused_launch(*kernel);
-  auto stream = static_cast<cudaStream_t>(flexkit::cuda::current_stream(device));
-  std::optional<ExprStatsRecords> stats = stats_record(out);
-  void* stats_ptr = stats ? stats->records() : nullptr;
-
-  // Parameters in the order of the generated signature: operands, targets, [scalars], args,
-  // stats.
-  std::vector<void*> params;
-  for (codegen::ExprOperand& o : kernel->operands) params.push_back(&o);
-  for (codegen::ExprOperand& t : kernel->targets) params.push_back(&t);
-  if (!kernel->scalars.empty()) params.push_back(kernel->scalars.data());
-  params.push_back(&launch.args);
-  params.push_back(&stats_ptr);
-  module->launch(codegen::kRowFusedKernel, blocks_of(launch.shape, codegen::kRowFusedKernel),
-                 launch.shape.block_x * launch.shape.block_y, params.data(), launch.shared_bytes);
-  FLEXKIT_CUDA_CHECK_LAUNCH("flexkit_row_fused");
-  if (stats) read_stats(*stats, stream, out);
+  void* handle = module->kernel(codegen::kRowFusedKernel, launch.shared_bytes);
+  codegen::RowFusedLaunch first = launch;
+  launch_row_fused(handle, kernel->operands, kernel->targets, kernel->scalars, first, out);
+  if (signature) remember_row_fused(*signature, plan, *kernel, std::move(module), handle, launch);
   return true;
 }
 
