@@ -356,10 +356,29 @@ class RowFusedGenerator {
     }
   }
 
+  // Stage s's partial `acc` (its block's, the whole row's or column's without a cluster) combined
+  // over the cluster's blocks, then stored as the stage's target dtype in raw<s>.
+  void combine_and_store(int s, const std::string& acc) {
+    if (k_.cluster > 1) {
+      os_.line("__shared__ Red", s, "::Acc part", s, "[kHolders];");
+      os_.line(acc, " = reduce_cluster<Red", s, ">(", acc, ", part", s, ", kCluster, kHolders);");
+      // Arriving for the final wait once the last partials are read lets the blocks that are
+      // through go on to the last stage.
+      if (s + 1 == final_) os_.line("cluster_arrive();");
+    }
+    const Op op = *k_.stages[s].reduce;
+    const DType dtype = k_.stages[s].target_dtype;
+    if ((op == Op::argmax || op == Op::argmin) && dtype == DType::i32) {
+      os_.line("const Target", s, " raw", s, " = (int32_t)", acc, ".index;");
+    } else {
+      os_.line("const Target", s, " raw", s, " = ",
+               device_store(dtype, cat("Red", s, "::value(", acc, ", a.k)"), "0", "st"), ";");
+    }
+  }
+
   // Strips: stage s reduces each of the thread's kV columns, the block's row positions, then
   // the cluster's blocks; tv<s>[v] is then what loading column v's stored temporary would give.
   void reduction_strips(int s) {
-    const bool arg = *k_.stages[s].reduce == Op::argmax || *k_.stages[s].reduce == Op::argmin;
     const DType dtype = k_.stages[s].target_dtype;
     os_.line("Red", s, "::Acc acc", s, "[kV];");
     os_.line("#pragma unroll");
@@ -379,18 +398,7 @@ class RowFusedGenerator {
     // Thread h < kHolders holds column h of the block.
     os_.line("Red", s, "::Acc col", s, " = reduce_strip<Red", s, ", kV, kThreads, kTpr>(acc", s,
              ");");
-    if (k_.cluster > 1) {
-      os_.line("__shared__ Red", s, "::Acc part", s, "[kHolders];");
-      os_.line("col", s, " = reduce_cluster<Red", s, ">(col", s, ", part", s,
-               ", kCluster, kHolders);");
-      if (s + 1 == final_) os_.line("cluster_arrive();");
-    }
-    if (arg && dtype == DType::i32) {
-      os_.line("const Target", s, " raw", s, " = (int32_t)col", s, ".index;");
-    } else {
-      os_.line("const Target", s, " raw", s, " = ",
-               device_store(dtype, cat("Red", s, "::value(col", s, ", a.k)"), "0", "st"), ";");
-    }
+    combine_and_store(s, cat("col", s));
     os_.line("Target", s, " mine", s, "[kV];");
     os_.line("broadcast_strip<Target", s, ", kV, kTpr>(raw", s, ", mine", s, ");");
     os_.line("float tv", s, "[kV];");
@@ -409,7 +417,6 @@ class RowFusedGenerator {
       reduction_strips(s);
       return;
     }
-    const bool arg = *k_.stages[s].reduce == Op::argmax || *k_.stages[s].reduce == Op::argmin;
     const DType dtype = k_.stages[s].target_dtype;
     os_.line("Red", s, "::Acc acc", s, " = Red", s, "::identity();");
     os_.line("#pragma unroll");
@@ -429,20 +436,7 @@ class RowFusedGenerator {
       os_.line("acc", s, " = reduce_columns<Red", s, ">(acc", s, ");");
     else
       os_.line("acc", s, " = reduce_row<Red", s, ">(acc", s, ", bx);");
-    if (k_.cluster > 1) {
-      os_.line("__shared__ Red", s, "::Acc part", s, "[kHolders];");
-      os_.line("acc", s, " = reduce_cluster<Red", s, ">(acc", s, ", part", s,
-               ", kCluster, kHolders);");
-      // Arriving for the final wait once the last partials are read lets the blocks that are
-      // through go on to the last stage.
-      if (s + 1 == final_) os_.line("cluster_arrive();");
-    }
-    if (arg && dtype == DType::i32) {
-      os_.line("const Target", s, " raw", s, " = (int32_t)acc", s, ".index;");
-    } else {
-      os_.line("const Target", s, " raw", s, " = ",
-               device_store(dtype, cat("Red", s, "::value(acc", s, ", a.k)"), "0", "st"), ";");
-    }
+    combine_and_store(s, cat("acc", s));
     os_.line("if (", columns() ? "warp" : "tx", " == 0 && rank == 0 && active) pt", s, "[ft", s,
              "] = raw", s, ";");
     const std::string loaded = device_load(dtype, cat("raw", s), "0");

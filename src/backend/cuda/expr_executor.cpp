@@ -318,11 +318,8 @@ void launch_row_fused(void* handle, std::span<codegen::ExprOperand> operands,
   std::optional<ExprStatsRecords> stats = stats_record(out);
   void* stats_ptr = stats ? stats->records() : nullptr;
   // Parameters in the order of the generated signature: operands, targets, [scalars], args,
-  // stats.
-  constexpr std::size_t kMaxParams = 64;  // past the parameter space's 4 KiB of descriptors
-  if (operands.size() + targets.size() + 3 > kMaxParams)
-    throw UnsupportedError(cat("expression on cuda: a fused kernel of ", operands.size(),
-                               " operands and ", targets.size(), " targets"));
+  // stats (describe_row_fused keeps the descriptors within the parameter space).
+  constexpr std::size_t kMaxParams = codegen::kMaxParameterBytes / sizeof(codegen::ExprOperand) + 4;
   void* params[kMaxParams];
   std::size_t count = 0;
   for (codegen::ExprOperand& o : operands) params[count++] = &o;
